@@ -1,0 +1,131 @@
+"""The request body: read within the size limit, parse once with orjson, check the fields we rely on.
+
+The gateway does not build a model of the whole request: it checks only what it must read itself
+(``model``, ``messages``, ``stream``, ``input``) and forwards the rest untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+
+from gateway.errors import InvalidRequest, MalformedJSON, PayloadTooLarge
+
+JsonObject = dict[str, Any]
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(limit: int) -> PayloadTooLarge:
+    return PayloadTooLarge(f"Request body is larger than the gateway's limit of {limit:,} bytes.")
+
+
+def parse_object(raw: bytes) -> JsonObject:
+    if not raw:
+        raise MalformedJSON("The request body is empty; a JSON object was expected.")
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedJSON(f"The request body is not valid JSON: {exc}.") from exc
+    if not isinstance(data, dict):
+        raise InvalidRequest(
+            f"The request body must be a JSON object, not {_kind(data)}.", code="invalid_type"
+        )
+    return data
+
+
+def require_model(body: JsonObject) -> str:
+    model = body.get("model")
+    if model is None:
+        raise InvalidRequest(
+            "you must provide a model parameter", param="model", code="missing_required_parameter"
+        )
+    if not isinstance(model, str) or not model:
+        raise InvalidRequest(
+            f"model must be a non-empty string, not {_kind(model)}.", param="model", code="invalid_type"
+        )
+    return model
+
+
+def check_chat(body: JsonObject) -> str:
+    """Validate a chat completions body; return its model."""
+    model = require_model(body)
+    messages = body.get("messages")
+    if messages is None:
+        raise InvalidRequest(
+            "Missing required parameter: 'messages'.", param="messages", code="missing_required_parameter"
+        )
+    if not isinstance(messages, list):
+        raise InvalidRequest(
+            f"messages must be an array, not {_kind(messages)}.", param="messages", code="invalid_type"
+        )
+    if not messages:
+        raise InvalidRequest(
+            "messages must contain at least one message.", param="messages", code="empty_array"
+        )
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise InvalidRequest(
+                f"messages[{index}] must be an object, not {_kind(message)}.",
+                param=f"messages[{index}]",
+                code="invalid_type",
+            )
+        if not isinstance(message.get("role"), str):
+            raise InvalidRequest(
+                f"messages[{index}].role must be a string.",
+                param=f"messages[{index}].role",
+                code="invalid_type",
+            )
+    _check_stream_flag(body)
+    return model
+
+
+def check_embeddings(body: JsonObject) -> str:
+    model = require_model(body)
+    value = body.get("input")
+    if value is None:
+        raise InvalidRequest(
+            "Missing required parameter: 'input'.", param="input", code="missing_required_parameter"
+        )
+    if not isinstance(value, str | list):
+        raise InvalidRequest(
+            f"input must be a string or an array, not {_kind(value)}.", param="input", code="invalid_type"
+        )
+    return model
+
+
+def _check_stream_flag(body: JsonObject) -> None:
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise InvalidRequest(
+            f"stream must be a boolean, not {_kind(stream)}.", param="stream", code="invalid_type"
+        )
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise InvalidRequest("stream_options must be an object.", param="stream_options", code="invalid_type")
+
+
+def _kind(value: object) -> str:
+    return {
+        dict: "an object",
+        list: "an array",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)

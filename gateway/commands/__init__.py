@@ -1,0 +1,14 @@
+"""Sub-commands of the ``gateway`` CLI. Each module exposes ``register(subparsers)``, which adds its parser
+and sets ``handler`` (a callable taking the parsed namespace and returning an exit code)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from gateway.commands import check_config, hash_key, serve
+
+Register = Callable[["argparse._SubParsersAction[Any]"], None]
+
+COMMANDS: tuple[Register, ...] = (serve.register, check_config.register, hash_key.register)

@@ -1,0 +1,142 @@
+"""The gateway's error hierarchy; every class renders as an OpenAI-style error object.
+
+GatewayError (500, api_error)
+├── InvalidRequest (400, invalid_request_error)
+│   ├── MalformedJSON            code=invalid_json
+│   ├── ContextLengthExceeded    code=context_length_exceeded
+│   └── UnsupportedRequest       code=unsupported
+├── AuthenticationFailed (401, authentication_error)   code=invalid_api_key
+├── PermissionDenied (403, permission_error)
+├── NotFound (404, invalid_request_error)
+│   ├── ModelNotFound            code=model_not_found
+│   └── RouteNotFound            code=unknown_url
+├── PayloadTooLarge (413, invalid_request_error)       code=request_too_large
+├── BudgetExceeded (429, insufficient_quota)          code=budget_exceeded
+├── ServiceUnavailable (503, service_unavailable)
+└── UpstreamError (502, upstream_error)
+    ├── UpstreamRejected        a non-retryable upstream answer, passed through as is
+    └── UpstreamExhausted       every attempt and fallback failed; causes attached
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import orjson
+
+
+class GatewayError(Exception):
+    status_code: int = 500
+    error_type: str = "api_error"
+    default_code: str | None = None
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code if code is not None else self.default_code
+
+    def body(self) -> bytes:
+        return orjson.dumps(
+            {
+                "error": {
+                    "message": self.message,
+                    "type": self.error_type,
+                    "param": self.param,
+                    "code": self.code,
+                }
+            }
+        )
+
+    def headers(self) -> dict[str, str]:
+        return {}
+
+
+class InvalidRequest(GatewayError):
+    status_code = 400
+    error_type = "invalid_request_error"
+
+
+class MalformedJSON(InvalidRequest):
+    default_code = "invalid_json"
+
+
+class ContextLengthExceeded(InvalidRequest):
+    default_code = "context_length_exceeded"
+
+
+class UnsupportedRequest(InvalidRequest):
+    default_code = "unsupported"
+
+
+class AuthenticationFailed(GatewayError):
+    status_code = 401
+    error_type = "authentication_error"
+    default_code = "invalid_api_key"
+
+
+class PermissionDenied(GatewayError):
+    status_code = 403
+    error_type = "permission_error"
+
+
+class NotFound(GatewayError):
+    status_code = 404
+    error_type = "invalid_request_error"
+
+
+class ModelNotFound(NotFound):
+    default_code = "model_not_found"
+
+
+class RouteNotFound(NotFound):
+    default_code = "unknown_url"
+
+
+class PayloadTooLarge(GatewayError):
+    status_code = 413
+    error_type = "invalid_request_error"
+    default_code = "request_too_large"
+
+
+class BudgetExceeded(GatewayError):
+    status_code = 429
+    error_type = "insufficient_quota"
+    default_code = "budget_exceeded"
+
+
+class ServiceUnavailable(GatewayError):
+    status_code = 503
+    error_type = "service_unavailable"
+
+
+class UpstreamError(GatewayError):
+    status_code = 502
+    error_type = "upstream_error"
+
+
+class UpstreamRejected(UpstreamError):
+    """A non-retryable upstream answer; the client receives the upstream's status and body unchanged."""
+
+    def __init__(self, status_code: int, body: bytes, content_type: str | None) -> None:
+        super().__init__(f"upstream answered {status_code}")
+        self.status_code = status_code
+        self.raw_body = body
+        self.content_type = content_type or "application/json"
+
+    def body(self) -> bytes:
+        return self.raw_body
+
+
+class UpstreamExhausted(UpstreamError):
+    """Every attempt on every candidate failed. The last upstream answer, if any, is passed through."""
+
+    def __init__(self, message: str, causes: Sequence[BaseException], last: UpstreamRejected | None) -> None:
+        super().__init__(message, code="upstream_unavailable")
+        self.causes = tuple(causes)
+        self.last = last
+        if last is not None:
+            self.status_code = last.status_code
+
+    def body(self) -> bytes:
+        return self.last.raw_body if self.last is not None else super().body()

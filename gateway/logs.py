@@ -1,0 +1,63 @@
+"""Structured logging: JSON lines (or console for people), set up once per process."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+from gateway.record import RequestRecord
+
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def configure_logging(level: str = "info", fmt: str = "json") -> None:
+    renderer: structlog.types.Processor = (
+        structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
+        logger_factory=structlog.WriteLoggerFactory(file=sys.stdout),
+        cache_logger_on_first_use=True,
+    )
+
+
+class RequestLog:
+    """One log line per request. Never prompt text, keys or Authorization headers: only the record."""
+
+    def __init__(self) -> None:
+        self._log = structlog.get_logger("gateway.request")
+
+    def __call__(self, record: RequestRecord) -> None:
+        self._log.info(
+            "request",
+            request_id=record.request_id,
+            tenant=record.tenant.name if record.tenant else None,
+            endpoint=record.endpoint,
+            model=record.requested_model,
+            called_model=record.called_model,
+            action=record.action,
+            stream=record.stream,
+            status=record.status,
+            error=record.error_type,
+            retries=record.retries,
+            prompt_tokens=record.prompt_tokens,
+            forwarded_tokens=record.forwarded_tokens,
+            input_tokens=record.usage.input_tokens if record.usage else None,
+            output_tokens=record.usage.output_tokens if record.usage else None,
+            upstream_ms=_ms(record.upstream_seconds),
+            ttft_ms=_ms(record.first_token_seconds),
+            total_ms=_ms(record.total_seconds),
+            client_disconnected=record.client_disconnected or None,
+        )
+
+
+def _ms(seconds: float | None) -> float | None:
+    return round(seconds * 1000, 2) if seconds is not None else None

@@ -1,0 +1,268 @@
+"""One request, top to bottom: authenticate, parse, route, forward, meter, respond.
+
+Route handlers stay a few lines; this module reads in the order of the request flow.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import anyio
+import httpx
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from gateway import body as bodies
+from gateway.auth import presented_key
+from gateway.errors import GatewayError, RouteNotFound
+from gateway.record import Observer, RequestRecord, notify
+from gateway.reload import ConfigStore
+from gateway.runtime import Route, Runtime
+from gateway.streaming import ChatStreamReader
+from gateway.types import Tenant
+from gateway.upstream import Exchange, UpstreamPool, send
+from gateway.usage import usage_from_openai
+
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
+PASSED_UPSTREAM_HEADERS = ("openai-processing-ms", "openai-version", "x-ratelimit-")
+
+
+def request_id_for(headers: Mapping[str, str]) -> str:
+    incoming = headers.get("x-request-id")
+    if incoming and _REQUEST_ID.fullmatch(incoming):
+        return incoming
+    return f"req_{secrets.token_hex(12)}"
+
+
+class Pipeline:
+    def __init__(self, *, store: ConfigStore, pool: UpstreamPool, observers: tuple[Observer, ...]) -> None:
+        self.store = store
+        self.pool = pool
+        self.observers = observers
+
+    # --- steps 1-2: who is calling, and what do they send -------------------------------------------
+
+    def authenticate(self, runtime: Runtime, request: Request) -> Tenant:
+        return runtime.keyring.resolve(presented_key(request.headers))
+
+    def begin(self, request: Request, endpoint: str) -> RequestRecord:
+        record = RequestRecord(request_id=request_id_for(request.headers), endpoint=endpoint)
+        request.state.request_id = record.request_id
+        return record
+
+    # --- the routes ---------------------------------------------------------------------------------
+
+    async def chat(self, request: Request) -> Response:
+        record = self.begin(request, "chat")
+        try:
+            runtime = self.store.current
+            record.tenant = self.authenticate(runtime, request)
+            raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
+            body = bodies.parse_object(raw)
+            record.requested_model = bodies.check_chat(body)
+            record.stream = body.get("stream") is True
+            candidates = runtime.candidates(record.requested_model)
+            client_wants_usage = _include_usage(body)
+            add_usage = record.stream and not client_wants_usage
+            exchange = await send(
+                self.pool,
+                candidates,
+                path="/chat/completions",
+                body_for=lambda route: _chat_body(raw, body, route, add_usage=add_usage),
+                incoming_headers=request.headers,
+                stream=record.stream,
+            )
+        except GatewayError as exc:
+            self.fail(record, exc)
+            raise
+        self.note_exchange(record, exchange)
+        if record.stream:
+            return self.relay_stream(record, exchange, strip_usage_chunk=add_usage)
+        return self.respond(record, exchange)
+
+    async def embeddings(self, request: Request) -> Response:
+        return await self.forward_json(request, "embeddings", "/embeddings", bodies.check_embeddings)
+
+    async def passthrough(self, request: Request, path: str) -> Response:
+        """Other /v1/* routes: sent to the provider of the body's model, when the body names one."""
+        record = self.begin(request, "passthrough")
+        try:
+            runtime = self.store.current
+            record.tenant = self.authenticate(runtime, request)
+            raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
+            model = _model_of(raw, request.headers.get("content-type", ""))
+            if model is None or model not in runtime.routes:
+                raise RouteNotFound(
+                    f"Unknown request URL: {request.method} /v1/{path}. The gateway cannot route it."
+                )
+            record.requested_model = model
+            exchange = await send(
+                self.pool,
+                runtime.candidates(model)[:1],
+                path=f"/{path}",
+                body_for=lambda route: raw,
+                incoming_headers=request.headers,
+                stream=False,
+                method=request.method,
+            )
+        except GatewayError as exc:
+            self.fail(record, exc)
+            raise
+        self.note_exchange(record, exchange)
+        return self.respond(record, exchange)
+
+    async def forward_json(self, request: Request, endpoint: str, path: str, check: Any) -> Response:
+        record = self.begin(request, endpoint)
+        try:
+            runtime = self.store.current
+            record.tenant = self.authenticate(runtime, request)
+            raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
+            body = bodies.parse_object(raw)
+            record.requested_model = check(body)
+            exchange = await send(
+                self.pool,
+                runtime.candidates(record.requested_model),
+                path=path,
+                body_for=lambda route: _with_model(raw, body, route),
+                incoming_headers=request.headers,
+                stream=False,
+            )
+        except GatewayError as exc:
+            self.fail(record, exc)
+            raise
+        self.note_exchange(record, exchange)
+        return self.respond(record, exchange)
+
+    # --- steps 8-10: meter and respond ------------------------------------------------------------
+
+    def note_exchange(self, record: RequestRecord, exchange: Exchange) -> None:
+        record.called_model = exchange.route.public_model
+        record.provider = exchange.route.provider_name
+        record.retries = exchange.attempts - 1
+        record.status = exchange.response.status_code
+
+    def fail(self, record: RequestRecord, exc: GatewayError) -> None:
+        record.status = exc.status_code
+        record.error_type = exc.code or exc.error_type
+        notify(self.observers, record)
+
+    def respond(self, record: RequestRecord, exchange: Exchange) -> Response:
+        upstream = exchange.response
+        content = upstream.content
+        record.upstream_seconds = time.perf_counter() - exchange.started
+        if upstream.headers.get("content-type", "").startswith("application/json"):
+            _read_completion(record, content)
+        response = Response(
+            content=content,
+            status_code=upstream.status_code,
+            media_type=upstream.headers.get("content-type", "application/json"),
+            headers=self.headers(record, upstream),
+        )
+        notify(self.observers, record)
+        return response
+
+    def relay_stream(self, record: RequestRecord, exchange: Exchange, *, strip_usage_chunk: bool) -> Response:
+        upstream = exchange.response
+        reader = ChatStreamReader(strip_usage_chunk=strip_usage_chunk, started=exchange.started)
+
+        async def relay() -> AsyncIterator[bytes]:
+            finished = False
+            try:
+                async for chunk in upstream.aiter_raw():
+                    out = reader.feed(chunk)
+                    if out:
+                        yield out
+                tail = reader.flush()
+                if tail:
+                    yield tail
+                finished = True
+            except httpx.HTTPError:
+                record.error_type = "upstream_stream_broken"
+            finally:
+                record.client_disconnected = not finished and record.error_type is None
+                with anyio.CancelScope(shield=True):
+                    await upstream.aclose()
+                record.upstream_seconds = time.perf_counter() - exchange.started
+                record.first_token_seconds = reader.first_token_seconds
+                record.finish_reason = reader.finish_reason
+                record.output_text_chars = len(reader.output_text)
+                record.usage = usage_from_openai(reader.usage)
+                notify(self.observers, record)
+
+        return StreamingResponse(
+            relay(),
+            status_code=upstream.status_code,
+            media_type=upstream.headers.get("content-type", "text/event-stream"),
+            headers=self.headers(record, upstream),
+        )
+
+    def headers(self, record: RequestRecord, upstream: httpx.Response | None = None) -> dict[str, str]:
+        headers = {
+            "x-request-id": record.request_id,
+            "x-gateway-request-id": record.request_id,
+            "x-gateway-action": record.action,
+        }
+        if record.called_model:
+            headers["x-gateway-model"] = record.called_model
+        if record.prompt_tokens is not None:
+            headers["x-gateway-prompt-tokens"] = str(record.prompt_tokens)
+        if record.forwarded_tokens is not None:
+            headers["x-gateway-forwarded-tokens"] = str(record.forwarded_tokens)
+        if upstream is not None:
+            for name, value in upstream.headers.items():
+                if name.startswith(PASSED_UPSTREAM_HEADERS):
+                    headers[name] = value
+            upstream_id = upstream.headers.get("x-request-id")
+            if upstream_id:
+                headers["x-upstream-request-id"] = upstream_id
+        return headers
+
+
+def _include_usage(body: Mapping[str, Any]) -> bool:
+    options = body.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
+def _chat_body(raw: bytes, body: dict[str, Any], route: Route, *, add_usage: bool) -> bytes:
+    if route.upstream_model == body["model"] and not add_usage:
+        return raw
+    changed = dict(body)
+    changed["model"] = route.upstream_model
+    if add_usage:
+        changed["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+    return orjson.dumps(changed)
+
+
+def _with_model(raw: bytes, body: dict[str, Any], route: Route) -> bytes:
+    if route.upstream_model == body["model"]:
+        return raw
+    return orjson.dumps({**body, "model": route.upstream_model})
+
+
+def _model_of(raw: bytes, content_type: str) -> str | None:
+    if not raw or not content_type.startswith("application/json"):
+        return None
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    model = data.get("model") if isinstance(data, dict) else None
+    return model if isinstance(model, str) else None
+
+
+def _read_completion(record: RequestRecord, content: bytes) -> None:
+    try:
+        data = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return
+    if not isinstance(data, dict):
+        return
+    record.usage = usage_from_openai(data.get("usage"))
+    choices = data.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        record.finish_reason = choices[0].get("finish_reason")

@@ -1,0 +1,124 @@
+"""The HTTP edge: small handlers that call the pipeline, and the error rendering."""
+
+from __future__ import annotations
+
+import hmac
+from typing import TYPE_CHECKING
+
+import anyio
+import orjson
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway.errors import AuthenticationFailed, GatewayError, NotFound, PermissionDenied, RouteNotFound
+
+if TYPE_CHECKING:
+    from gateway.state import GatewayState
+
+
+def state_of(request: Request) -> GatewayState:
+    state: GatewayState = request.app.state.gateway
+    return state
+
+
+def json_response(data: object, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        orjson.dumps(data), status_code=status_code, media_type="application/json", headers=headers
+    )
+
+
+async def chat_completions(request: Request) -> Response:
+    return await state_of(request).pipeline.chat(request)
+
+
+async def embeddings(request: Request) -> Response:
+    return await state_of(request).pipeline.embeddings(request)
+
+
+async def passthrough(request: Request) -> Response:
+    return await state_of(request).pipeline.passthrough(request, request.path_params["path"])
+
+
+async def list_models(request: Request) -> Response:
+    state = state_of(request)
+    runtime = state.store.current
+    state.pipeline.authenticate(runtime, request)
+    data = [_model_object(name, route.provider_name) for name, (route, *_) in runtime.routes.items()]
+    return json_response({"object": "list", "data": data})
+
+
+async def retrieve_model(request: Request) -> Response:
+    state = state_of(request)
+    runtime = state.store.current
+    state.pipeline.authenticate(runtime, request)
+    name = request.path_params["model"]
+    route = runtime.candidates(name)[0]
+    return json_response(_model_object(name, route.provider_name))
+
+
+def _model_object(name: str, provider: str) -> dict[str, object]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": provider}
+
+
+async def healthz(request: Request) -> Response:
+    return json_response({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    state = state_of(request)
+    checks = {"config": "ok", "redis": "ok"}
+    try:
+        with anyio.fail_after(1.0):
+            await state.redis.ping()
+    except Exception as exc:  # any failure to answer means not ready; the reason is reported
+        checks["redis"] = f"unreachable: {type(exc).__name__}"
+    ready = all(value == "ok" for value in checks.values())
+    return json_response(
+        {"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503
+    )
+
+
+async def require_admin(request: Request) -> None:
+    """Admin routes need GATEWAY_ADMIN_KEY; when it is unset they are disabled."""
+    admin_key = state_of(request).settings.admin_key
+    if not admin_key:
+        raise PermissionDenied("Admin routes are disabled: set GATEWAY_ADMIN_KEY to enable them.")
+    presented = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+    presented = presented or request.headers.get("x-admin-key", "")
+    if not hmac.compare_digest(presented.encode(), admin_key.encode()):
+        raise AuthenticationFailed("Incorrect or missing admin key.")
+
+
+# --- errors ---------------------------------------------------------------------------------------
+
+
+async def render_gateway_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, GatewayError)
+    headers = dict(exc.headers())
+    request_id = getattr(request.state, "request_id", None)
+    if request_id:
+        headers["x-gateway-request-id"] = request_id
+        headers["x-request-id"] = request_id
+    media_type = getattr(exc, "content_type", "application/json")
+    return Response(exc.body(), status_code=exc.status_code, media_type=media_type, headers=headers)
+
+
+async def render_http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    error: GatewayError
+    if exc.status_code == 404:
+        error = RouteNotFound(f"Unknown request URL: {request.method} {request.url.path}.")
+    elif exc.status_code == 405:
+        error = NotFound(
+            f"Method {request.method} is not allowed on {request.url.path}.", code="method_not_allowed"
+        )
+        error.status_code = 405
+    else:
+        error = GatewayError(str(exc.detail))
+        error.status_code = exc.status_code
+    return await render_gateway_error(request, error)
+
+
+async def render_unexpected(request: Request, exc: Exception) -> Response:
+    return await render_gateway_error(request, GatewayError("The gateway failed unexpectedly; see its logs."))

@@ -1,0 +1,28 @@
+"""Process settings from the environment (prefix ``GATEWAY_``); each is also a ``gateway serve`` option."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_CONFIG_PATH = Path("deploy/gateway.example.yaml")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="GATEWAY_", extra="ignore")
+
+    config: Path = Field(default=DEFAULT_CONFIG_PATH, description="YAML config file")
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    redis_url: str | None = Field(
+        default=None, description="Redis URL; unset starts an embedded Redis server in the data directory"
+    )
+    admin_key: str | None = Field(default=None, description="key for /admin/* routes; unset disables them")
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["json", "console"] = "json"
+    data_dir: Path = Field(default=Path(".gateway-data"), description="embedded Redis data, ledger spool")
+    workers: int = Field(default=1, ge=1)
+    reload_interval: float = Field(default=2.0, gt=0, description="seconds between config file checks")

@@ -1,0 +1,21 @@
+"""The one typed object that holds what the app opened in its lifespan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis.asyncio as aioredis
+
+from gateway.pipeline import Pipeline
+from gateway.reload import ConfigStore
+from gateway.settings import Settings
+from gateway.upstream import UpstreamPool
+
+
+@dataclass(slots=True)
+class GatewayState:
+    settings: Settings
+    store: ConfigStore
+    pool: UpstreamPool
+    redis: aioredis.Redis
+    pipeline: Pipeline

@@ -1,0 +1,109 @@
+"""Relaying a chat completion stream: SSE bytes pass through as they arrive, and are read on the side
+for time to first token, finish reason and usage. The usage-only chunk that the gateway asked for on the
+client's behalf is dropped when the client did not ask for it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+_DATA = b"data:"
+
+
+class ChatStreamReader:
+    """Feed upstream bytes in; get the bytes to send to the client out, whole events at a time."""
+
+    def __init__(self, *, strip_usage_chunk: bool, started: float) -> None:
+        self.strip_usage_chunk = strip_usage_chunk
+        self.started = started
+        self.first_token_seconds: float | None = None
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.model: str | None = None
+        self.done = False
+        self.output_parts: list[str] = []
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n")
+        buffer = self._buffer + chunk if self._buffer else chunk
+        end = buffer.rfind(b"\n\n")
+        if end < 0:
+            self._buffer = buffer
+            return b""
+        complete, self._buffer = buffer[: end + 2], buffer[end + 2 :]
+        if not self.strip_usage_chunk:
+            for event in complete.split(b"\n\n"):
+                if event:
+                    self._read(event)
+            return complete
+        kept = [event for event in complete.split(b"\n\n") if event and self._read(event)]
+        return b"".join(event + b"\n\n" for event in kept)
+
+    def flush(self) -> bytes:
+        """What is left when the upstream closes: an unterminated last event, passed on unless dropped."""
+        rest, self._buffer = self._buffer, b""
+        event = rest.strip()
+        if event and not self._read(event):
+            return b""
+        return rest
+
+    def _read(self, event: bytes) -> bool:
+        """Learn what the event says; return False when it is the usage chunk to drop."""
+        payload = _data_of(event)
+        if payload is None:
+            return True
+        if payload == b"[DONE]":
+            self.done = True
+            return True
+        try:
+            data = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return True
+        if not isinstance(data, dict):
+            return True
+        usage = data.get("usage")
+        if usage:
+            self.usage = usage
+        if self.model is None and isinstance(data.get("model"), str):
+            self.model = data["model"]
+        choices = data.get("choices")
+        if choices:
+            self._read_choices(choices)
+            return True
+        return not (usage and self.strip_usage_chunk)
+
+    def _read_choices(self, choices: list[Any]) -> None:
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta") or {}
+            content = delta.get("content")
+            if content or delta.get("tool_calls") or delta.get("refusal") or delta.get("reasoning_content"):
+                if self.first_token_seconds is None:
+                    self.first_token_seconds = time.perf_counter() - self.started
+                if isinstance(content, str):
+                    self.output_parts.append(content)
+                for call in delta.get("tool_calls") or ():
+                    function = (call.get("function") or {}) if isinstance(call, dict) else {}
+                    for key in ("name", "arguments"):
+                        if isinstance(function.get(key), str):
+                            self.output_parts.append(function[key])
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+
+    @property
+    def output_text(self) -> str:
+        return "".join(self.output_parts)
+
+
+def _data_of(event: bytes) -> bytes | None:
+    lines = [line for line in event.split(b"\n") if line.startswith(_DATA)]
+    if not lines:
+        return None
+    if len(lines) == 1:
+        return lines[0][5:].strip()
+    return b"\n".join(line[5:].strip() for line in lines)

@@ -1,0 +1,183 @@
+"""Forwarding, retries, fallbacks and error mapping, with the upstream mocked at the HTTP boundary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import time
+
+import httpx
+import orjson
+import pytest
+import respx
+
+from gateway.upstream import parse_retry_after
+from tests.factories import UPSTREAM, chat_body, completion, gateway_client, make_config
+
+
+@pytest.fixture
+def router() -> respx.Router:
+    return respx.Router(assert_all_called=False)
+
+
+def test_chat_forwards_raw_body_and_upstream_key(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
+    route = router.post(f"{UPSTREAM}/chat/completions").mock(return_value=httpx.Response(200, json=completion()))
+    raw = b'{"model":"gpt-5.4",  "messages":[{"role":"user","content":"Hello there"}], "temperature":0.2}'
+    with gateway_client(tmp_path, redis_url, router) as client:
+        response = client.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
+    assert response.status_code == 200
+    assert response.json()["choices"][0]["message"]["content"] == "Hi!"
+    sent = route.calls.last.request
+    assert sent.content == raw  # unchanged bodies go upstream byte for byte
+    assert sent.headers["authorization"] == "Bearer sk-upstream"
+    assert response.headers["x-gateway-action"] == "forward"
+    assert response.headers["x-gateway-model"] == "gpt-5.4"
+    assert response.headers["x-gateway-request-id"].startswith("req_")
+
+
+def test_chat_renames_model_for_upstream(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
+    route = router.post(f"{UPSTREAM}/chat/completions").mock(return_value=httpx.Response(200, json=completion()))
+    with gateway_client(tmp_path, redis_url, router) as client:
+        response = client.post("/v1/chat/completions", json=chat_body(model="small"))
+    assert response.status_code == 200
+    assert orjson.loads(route.calls.last.request.content)["model"] == "gpt-5.4-mini"
+
+
+def test_incoming_request_id_is_honoured(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
+    router.post(f"{UPSTREAM}/chat/completions").mock(return_value=httpx.Response(200, json=completion()))
+    with gateway_client(tmp_path, redis_url, router) as client:
+        response = client.post("/v1/chat/completions", json=chat_body(), headers={"x-request-id": "abc-123"})
+    assert response.headers["x-gateway-request-id"] == "abc-123"
+
+
+def test_retry_503_then_200(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
+    route = router.post(f"{UPSTREAM}/chat/completions").mock(
+        side_effect=[httpx.Response(503, json={"error": {"message": "busy"}}), httpx.Response(200, json=completion())]
+    )
+    with gateway_client(tmp_path, redis_url, router) as client:
+        response = client.post("/v1/chat/completions", json=chat_body())
+    assert response.status_code == 200
+    assert route.call_count == 2
+
+
+def test_retry_429_honours_retry_after(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
+    seen: list[float] = []
+    answers = [
+        httpx.Response(429, headers={"retry-after": "0.04"}, json={"error": {"message": "slow down"}}),
+        httpx.Response(200, json=completion()),
+    ]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(time.monotonic())
+        return answers[len(seen) - 1]
+
+    router.post(f"{UPSTREAM}/chat/completions").mock(side_effect=answer)
+    with gateway_client(tmp_path, redis_url, router) as client:
+        response = client.post("/v1/chat/completions", json=chat_body())
+    assert response.status_code == 200
+    assert len(seen) == 2
+    # the configured backoff is at most 0.01 s, so a gap of 0.04 s or more is the Retry-After at work
+    assert seen[1] - seen[0] >= 0.04
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [({"retry-after": "2"}, 2.0), ({"retry-after-ms": "250"}, 0.25), ({"retry-after": "soon"}, None), ({}, None)],
+)
+def test_parse_retry_after(headers: dict[str, str], expected: float | None) -> None:
+    assert parse_retry_after(httpx.Headers(headers)) == expected
+
+
+def test_retry_on_connect_error(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
+    route = router.post(f"{UPSTREAM}/chat/completions").mock(
+        side_effect=[httpx.ConnectError("refused"), httpx.Response(200, json=completion())]
+    )
+    with gateway_client(tmp_path, redis_url, router) as client:
+        response = client.post("/v1/chat/completions", json=chat_body())
+    assert response.status_code == 200
+    assert route.call_count == 2
+
+
+def test_fallback_after_attempts_run_out(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        model = orjson.loads(request.content)["model"]
+        if model == "gpt-5.4":
+            return httpx.Response(503, json={"error": {"message": "down"}})
+        return httpx.Response(200, json=completion(model=model))
+
+    route = router.post(f"{UPSTREAM}/chat/completions").mock(side_effect=answer)
+    with gateway_client(tmp_path, redis_url, router) as client:
+        response = client.post("/v1/chat/completions", json=chat_body())
+    assert response.status_code == 200
+    assert response.headers["x-gateway-model"] == "gpt-5.2"
+    models = [orjson.loads(call.request.content)["model"] for call in route.calls]
+    assert models == ["gpt-5.4", "gpt-5.4", "gpt-5.4", "gpt-5.2"]
+
+
+def test_exhausted_passes_last_upstream_answer_through(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
+    error = {"error": {"message": "overloaded", "type": "server_error", "param": None, "code": None}}
+    route = router.post(f"{UPSTREAM}/chat/completions").mock(return_value=httpx.Response(503, json=error))
+    with gateway_client(tmp_path, redis_url, router) as client:
+        response = client.post("/v1/chat/completions", json=chat_body(model="gpt-5.2"))
+    assert response.status_code == 503
+    assert response.json() == error
+    assert route.call_count == 3
+
+
+def test_exhausted_by_transport_errors_is_502(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
+    router.post(f"{UPSTREAM}/chat/completions").mock(side_effect=httpx.ConnectError("refused"))
+    with gateway_client(tmp_path, redis_url, router) as client:
+        response = client.post("/v1/chat/completions", json=chat_body(model="gpt-5.2"))
+    assert response.status_code == 502
+    assert response.json()["error"]["code"] == "upstream_unavailable"
+
+
+def test_non_retryable_upstream_error_passes_through_once(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
+    error = {"error": {"message": "bad param", "type": "invalid_request_error", "param": "temperature", "code": None}}
+    route = router.post(f"{UPSTREAM}/chat/completions").mock(return_value=httpx.Response(400, json=error))
+    with gateway_client(tmp_path, redis_url, router) as client:
+        response = client.post("/v1/chat/completions", json=chat_body())
+    assert response.status_code == 400
+    assert response.json() == error
+    assert route.call_count == 1
+
+
+def test_embeddings_forwarded(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
+    answer = {"object": "list", "data": [{"object": "embedding", "index": 0, "embedding": [0.1]}],
+              "model": "text-embedding-3-small", "usage": {"prompt_tokens": 2, "total_tokens": 2}}
+    route = router.post(f"{UPSTREAM}/embeddings").mock(return_value=httpx.Response(200, json=answer))
+    with gateway_client(tmp_path, redis_url, router) as client:
+        response = client.post("/v1/embeddings", json={"model": "text-embedding-3-small", "input": "hi"})
+    assert response.status_code == 200
+    assert response.json() == answer
+    assert route.call_count == 1
+
+
+def test_models_listed_from_config(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
+    with gateway_client(tmp_path, redis_url, router) as client:
+        listed = client.get("/v1/models").json()
+        one = client.get("/v1/models/small")
+        missing = client.get("/v1/models/nope")
+    assert [m["id"] for m in listed["data"]] == list(make_config()["models"])
+    assert one.json()["id"] == "small"
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "model_not_found"
+
+
+def test_passthrough_routes_by_body_model(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
+    route = router.post(f"{UPSTREAM}/moderations").mock(return_value=httpx.Response(200, json={"ok": True}))
+    with gateway_client(tmp_path, redis_url, router) as client:
+        routed = client.post("/v1/moderations", json={"model": "gpt-5.2", "input": "x"})
+        unroutable = client.get("/v1/files")
+    assert routed.json() == {"ok": True}
+    assert route.call_count == 1
+    assert unroutable.status_code == 404
+    assert unroutable.json()["error"]["code"] == "unknown_url"
+
+
+def test_health_and_readiness(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
+    with gateway_client(tmp_path, redis_url, router) as client:
+        assert client.get("/healthz").json() == {"status": "ok"}
+        ready = client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["checks"] == {"config": "ok", "redis": "ok"}

@@ -1,0 +1,86 @@
+"""Streaming relay: bytes pass through, usage is learnt on the side, the usage chunk is stripped when the
+gateway asked for it on the client's behalf."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+import respx
+
+from gateway.streaming import ChatStreamReader
+from tests.factories import UPSTREAM, chat_body, gateway_client
+
+USAGE = {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13}
+
+
+def sse(*chunks: dict[str, object], done: bool = True) -> bytes:
+    out = b"".join(b"data: " + orjson.dumps(chunk) + b"\n\n" for chunk in chunks)
+    return out + (b"data: [DONE]\n\n" if done else b"")
+
+
+def delta(content: str | None = None, finish: str | None = None) -> dict[str, object]:
+    d = {"content": content} if content is not None else {}
+    return {"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": d, "finish_reason": finish}]}
+
+
+STREAM = sse(delta("Hel"), delta("lo"), delta(finish="stop"), {"id": "c", "choices": [], "usage": USAGE})
+
+
+def test_reader_strips_usage_chunk_and_learns_usage() -> None:
+    reader = ChatStreamReader(strip_usage_chunk=True, started=time.perf_counter())
+    out = b"".join(reader.feed(STREAM[i : i + 7]) for i in range(0, len(STREAM), 7)) + reader.flush()
+    assert out == sse(delta("Hel"), delta("lo"), delta(finish="stop"))
+    assert reader.usage == USAGE
+    assert reader.finish_reason == "stop"
+    assert reader.output_text == "Hello"
+    assert reader.first_token_seconds is not None
+    assert reader.done
+
+
+def test_reader_keeps_usage_chunk_when_client_asked() -> None:
+    reader = ChatStreamReader(strip_usage_chunk=False, started=time.perf_counter())
+    assert reader.feed(STREAM) + reader.flush() == STREAM
+    assert reader.usage == USAGE
+
+
+def test_reader_handles_crlf_and_unterminated_tail() -> None:
+    reader = ChatStreamReader(strip_usage_chunk=True, started=time.perf_counter())
+    text = sse(delta("a")).replace(b"\n", b"\r\n")
+    out = reader.feed(text + b"data: " + orjson.dumps(delta("b")))
+    out += reader.flush()
+    assert b'"a"' in out and b'"b"' in out
+    assert reader.output_text == "ab"
+
+
+def streamed(payload: bytes, piece: int = 9) -> httpx.Response:
+    async def pieces() -> AsyncIterator[bytes]:
+        for start in range(0, len(payload), piece):
+            yield payload[start : start + piece]
+
+    return httpx.Response(200, content=pieces(), headers={"content-type": "text/event-stream"})
+
+
+@pytest.fixture
+def router() -> respx.Router:
+    return respx.Router(assert_all_called=False)
+
+
+@pytest.mark.parametrize("client_asked", [False, True])
+def test_stream_relay_through_gateway(tmp_path: Path, redis_url: str, router: respx.Router, client_asked: bool) -> None:
+    route = router.post(f"{UPSTREAM}/chat/completions").mock(side_effect=lambda request: streamed(STREAM))
+    body = chat_body(stream=True)
+    if client_asked:
+        body["stream_options"] = {"include_usage": True}
+    with gateway_client(tmp_path, redis_url, router) as client:
+        response = client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    sent = orjson.loads(route.calls.last.request.content)
+    assert sent["stream_options"] == {"include_usage": True}  # always asked upstream
+    assert (b'"usage"' in response.content) is client_asked
+    assert response.content.endswith(b"data: [DONE]\n\n")

@@ -1,0 +1,277 @@
+"""A local OpenAI-compatible upstream for end-to-end tests and benchmarks.
+
+Run: ``python -m tests.mock.upstream --port 9000``. It answers chat completions (plain, tool calls,
+streaming), embeddings and models, records every request it receives, and can be told to misbehave:
+
+- ``POST /_control`` with JSON ``{"fail_next": N, "fail_status": 503, "retry_after": 0, "delay": 0.0,
+  "chunk_delay": 0.0, "chunks": 8}``: the next N requests fail with that status; every answer waits
+  ``delay`` seconds first; streams send ``chunks`` pieces ``chunk_delay`` apart.
+- ``GET /_requests``: what it received (path, headers without authorization values, JSON body).
+- ``POST /_reset``: forget requests and behaviour.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import orjson
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+
+@dataclass
+class Behaviour:
+    fail_next: int = 0
+    fail_status: int = 503
+    retry_after: float | None = None
+    delay: float = 0.0
+    chunk_delay: float = 0.0
+    chunks: int = 8
+    record_bodies: bool = True
+
+
+@dataclass
+class MockState:
+    behaviour: Behaviour = field(default_factory=Behaviour)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    streams_cancelled: int = 0
+    streams_finished: int = 0
+
+
+def _json(data: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(data), status_code=status, media_type="application/json", headers=headers)
+
+
+def _prompt_tokens(body: dict[str, Any]) -> int:
+    return max(1, len(orjson.dumps(body.get("messages") or body.get("input") or "")) // 4)
+
+
+def _last_message(body: dict[str, Any]) -> dict[str, Any]:
+    messages = body.get("messages") or [{}]
+    return messages[-1] if isinstance(messages[-1], dict) else {}
+
+
+def _text_of(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return ""
+
+
+def _answer(body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]] | None, str]:
+    """The reply: (content, tool_calls, finish_reason)."""
+    last = _last_message(body)
+    tools = body.get("tools") or []
+    if tools and last.get("role") == "user":
+        name = tools[0].get("function", {}).get("name", "tool")
+        call = {
+            "id": "call_mock_1",
+            "type": "function",
+            "function": {"name": name, "arguments": '{"city": "Paris"}'},
+        }
+        return None, [call], "tool_calls"
+    if last.get("role") == "tool":
+        return f"The tool said: {_text_of(last)}", None, "stop"
+    return f"echo: {_text_of(last)[:80]}", None, "stop"
+
+
+def create_mock_app() -> Starlette:
+    state = MockState()
+
+    async def misbehave(request: Request, body: dict[str, Any]) -> Response | None:
+        if state.behaviour.record_bodies:
+            headers = {k: ("<set>" if k == "authorization" else v) for k, v in request.headers.items()}
+            state.requests.append({"path": request.url.path, "headers": headers, "body": body})
+        if state.behaviour.delay:
+            await asyncio.sleep(state.behaviour.delay)
+        if state.behaviour.fail_next > 0:
+            state.behaviour.fail_next -= 1
+            headers = {}
+            if state.behaviour.retry_after is not None:
+                headers["retry-after"] = str(state.behaviour.retry_after)
+            error = {
+                "error": {"message": "mock failure", "type": "server_error", "param": None, "code": None}
+            }
+            return _json(error, state.behaviour.fail_status, headers)
+        return None
+
+    async def chat(request: Request) -> Response:
+        body = orjson.loads(await request.body())
+        failure = await misbehave(request, body)
+        if failure is not None:
+            return failure
+        content, tool_calls, finish = _answer(body)
+        prompt = _prompt_tokens(body)
+        completion = max(1, len(content or "") // 4) if content else 12
+        usage = {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0},
+        }
+        created = int(time.time())
+        if body.get("stream"):
+            return StreamingResponse(
+                _stream(body, content, tool_calls, finish, usage, created), media_type="text/event-stream"
+            )
+        message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+        if tool_calls:
+            message["tool_calls"] = tool_calls
+        return _json(
+            {
+                "id": "chatcmpl-mock",
+                "object": "chat.completion",
+                "created": created,
+                "model": body.get("model"),
+                "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+                "usage": usage,
+            },
+            headers={"x-request-id": "mock-req-1", "openai-processing-ms": "1"},
+        )
+
+    async def _stream(
+        body: dict[str, Any],
+        content: str | None,
+        tool_calls: list[dict[str, Any]] | None,
+        finish: str,
+        usage: dict[str, Any],
+        created: int,
+    ) -> AsyncIterator[bytes]:
+        base = {
+            "id": "chatcmpl-mock",
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": body.get("model"),
+        }
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+
+        def event(choices: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> bytes:
+            chunk = {
+                **base,
+                "choices": choices,
+                **({"usage": None} if include_usage else {}),
+                **(extra or {}),
+            }
+            return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+        try:
+            yield event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])
+            if tool_calls:
+                delta = {"tool_calls": [{"index": 0, **tool_calls[0]}]}
+                yield event([{"index": 0, "delta": delta, "finish_reason": None}])
+            else:
+                text = content or ""
+                pieces = max(1, state.behaviour.chunks)
+                size = max(1, -(-len(text) // pieces))
+                for start in range(0, len(text), size):
+                    if state.behaviour.chunk_delay:
+                        await asyncio.sleep(state.behaviour.chunk_delay)
+                    yield event(
+                        [
+                            {
+                                "index": 0,
+                                "delta": {"content": text[start : start + size]},
+                                "finish_reason": None,
+                            }
+                        ]
+                    )
+            yield event([{"index": 0, "delta": {}, "finish_reason": finish}])
+            if include_usage:
+                yield b"data: " + orjson.dumps({**base, "choices": [], "usage": usage}) + b"\n\n"
+            yield b"data: [DONE]\n\n"
+            state.streams_finished += 1
+        except asyncio.CancelledError:
+            state.streams_cancelled += 1
+            raise
+
+    async def embeddings(request: Request) -> Response:
+        body = orjson.loads(await request.body())
+        failure = await misbehave(request, body)
+        if failure is not None:
+            return failure
+        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        data = [
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": [((hash(str(text)) >> k) % 100) / 100 for k in range(8)],
+            }
+            for i, text in enumerate(inputs)
+        ]
+        tokens = sum(max(1, len(str(text)) // 4) for text in inputs)
+        return _json(
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model"),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
+
+    async def models(request: Request) -> Response:
+        return _json(
+            {"object": "list", "data": [{"id": "mock", "object": "model", "created": 0, "owned_by": "mock"}]}
+        )
+
+    async def control(request: Request) -> Response:
+        changes = orjson.loads(await request.body())
+        for key, value in changes.items():
+            setattr(state.behaviour, key, value)
+        return _json(asdict(state.behaviour))
+
+    async def requests_seen(request: Request) -> Response:
+        return _json(
+            {
+                "requests": state.requests,
+                "streams_cancelled": state.streams_cancelled,
+                "streams_finished": state.streams_finished,
+            }
+        )
+
+    async def reset(request: Request) -> Response:
+        state.behaviour = Behaviour()
+        state.requests.clear()
+        state.streams_cancelled = state.streams_finished = 0
+        return _json({"ok": True})
+
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/embeddings", embeddings, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/_control", control, methods=["POST"]),
+            Route("/_requests", requests_seen, methods=["GET"]),
+            Route("/_reset", reset, methods=["POST"]),
+        ]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="A mock OpenAI-compatible upstream")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9000)
+    args = parser.parse_args()
+    uvicorn.run(
+        create_mock_app(),
+        host=args.host,
+        port=args.port,
+        loop="uvloop",
+        http="httptools",
+        access_log=False,
+        log_level="warning",
+    )
+
+
+if __name__ == "__main__":
+    main()
