@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
 
 import anyio
 import redis.asyncio as aioredis
@@ -39,7 +40,7 @@ def create_app(settings: Settings, *, client_factory: ClientFactory | None = Non
                 log.info("embedded_redis_started", url=redis_url)
             redis = aioredis.Redis.from_url(redis_url)
             stack.push_async_callback(redis.aclose)
-            pool = UpstreamPool(client_factory or default_client)
+            pool = UpstreamPool(client_factory or partial(default_client, transport=settings.http_transport))
             stack.push_async_callback(pool.aclose)
             pipeline = Pipeline(store=store, pool=pool, observers=(RequestLog(),))
             app.state.gateway = GatewayState(

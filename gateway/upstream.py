@@ -12,6 +12,7 @@ import email.utils
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from http.cookiejar import CookieJar, CookiePolicy
 
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
@@ -50,6 +51,24 @@ class RetryableStatus(Exception):
         self.retry_after = retry_after
 
 
+class _NoCookies(CookiePolicy):
+    netscape = True
+    rfc2965 = False
+    hide_cookie2 = True
+
+    def set_ok(self, cookie: object, request: object) -> bool:
+        return False
+
+    def return_ok(self, cookie: object, request: object) -> bool:
+        return False
+
+    def domain_return_ok(self, domain: str, request: object) -> bool:
+        return False
+
+    def path_return_ok(self, path: str, request: object) -> bool:
+        return False
+
+
 def default_client(provider: ProviderConfig, *, transport: str = "aiohttp") -> httpx.AsyncClient:
     timeout = httpx.Timeout(
         connect=provider.timeouts.connect,
@@ -58,11 +77,18 @@ def default_client(provider: ProviderConfig, *, transport: str = "aiohttp") -> h
         pool=provider.timeouts.pool,
     )
     limits = httpx.Limits(max_connections=provider.max_connections, max_keepalive_connections=64)
+    # Upstream cookies (load balancers set them) must never be replayed on other tenants' requests.
+    cookies = CookieJar(policy=_NoCookies())
     if transport == "aiohttp":
+        import aiohttp
         from httpx_aiohttp import AiohttpTransport
 
-        return httpx.AsyncClient(transport=AiohttpTransport(limits=limits), timeout=timeout)
-    return httpx.AsyncClient(timeout=timeout, limits=limits)
+        def session() -> aiohttp.ClientSession:
+            connector = aiohttp.TCPConnector(limit=provider.max_connections, keepalive_timeout=30)
+            return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar())
+
+        return httpx.AsyncClient(transport=AiohttpTransport(client=session), timeout=timeout, cookies=cookies)
+    return httpx.AsyncClient(timeout=timeout, limits=limits, cookies=cookies)
 
 
 class UpstreamPool:

@@ -28,7 +28,12 @@ def make_config(**overrides: Any) -> dict[str, Any]:
             "mock": {
                 "base_url": UPSTREAM,
                 "api_key": "sk-upstream",
-                "retry": {"attempts": 3, "backoff_initial": 0.001, "backoff_max": 0.01, "retry_after_cap": 0.05},
+                "retry": {
+                    "attempts": 3,
+                    "backoff_initial": 0.001,
+                    "backoff_max": 0.01,
+                    "retry_after_cap": 0.05,
+                },
             }
         },
         "models": {
@@ -57,7 +62,9 @@ def gateway_client(
 ) -> Iterator[TestClient]:
     """The app with its lifespan running, its providers served by ``router``."""
     config_path = write_config(tmp_path / "gateway.yaml", config or make_config())
-    settings = Settings(config=config_path, redis_url=redis_url, admin_key=ADMIN_KEY, data_dir=tmp_path / "data")
+    settings = Settings(
+        config=config_path, redis_url=redis_url, admin_key=ADMIN_KEY, data_dir=tmp_path / "data"
+    )
 
     def factory(provider: ProviderConfig) -> httpx.AsyncClient:
         return httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler))
@@ -73,12 +80,16 @@ def chat_body(**overrides: Any) -> dict[str, Any]:
     return body
 
 
-def completion(content: str = "Hi!", *, model: str = "gpt-5.4", usage: dict[str, Any] | None = None) -> dict[str, Any]:
+def completion(
+    content: str = "Hi!", *, model: str = "gpt-5.4", usage: dict[str, Any] | None = None
+) -> dict[str, Any]:
     return {
         "id": "chatcmpl-1",
         "object": "chat.completion",
         "created": 1,
         "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        ],
         "usage": usage or {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12},
     }

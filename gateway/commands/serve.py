@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
         print(exc)
         return 2
     embedded = None
+    # uvicorn re-raises the signal that stopped it once it has shut down; with these handlers that
+    # becomes SystemExit here, so the embedded Redis below is stopped last instead of being orphaned.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _exit_on_signal)
     if settings.redis_url is None:
         embedded = EmbeddedRedis(settings.data_dir / "redis")
         os.environ["GATEWAY_REDIS_URL"] = embedded.start()
@@ -81,7 +86,13 @@ def run(args: argparse.Namespace) -> int:
             timeout_graceful_shutdown=args.graceful_timeout,
             server_header=False,
         )
+    except SystemExit as stop:
+        return 0 if stop.code in (None, 0) else 1
     finally:
         if embedded is not None:
             embedded.stop()
     return 0
+
+
+def _exit_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(0)

@@ -11,7 +11,6 @@ from tests.e2e.processes import gateway_process, mock_upstream
 from tests.factories import OTHER_KEY, TENANT_KEY, make_config, write_config
 
 
-
 @pytest.fixture(scope="session")
 def e2e_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("e2e")
@@ -26,7 +25,7 @@ def mock_url(e2e_dir: Path) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def gateway_url(e2e_dir: Path, mock_url: str, redis_url: str) -> Iterator[str]:
     config = make_config()
-    config["providers"]["mock"]["base_url"] = f"{mock_url}/v1"
+    config["providers"]["mock"]["base_url"] = f"{mock_url}/v1".replace("127.0.0.1", "localhost")
     path = write_config(e2e_dir / "gateway.yaml", config)
     with gateway_process(path, redis_url, e2e_dir) as url:
         yield url

@@ -32,7 +32,9 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = 2
 
 
 @contextmanager
-def running(args: list[str], health_url: str, *, env: Mapping[str, str] | None = None, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def running(
+    args: list[str], health_url: str, *, env: Mapping[str, str] | None = None, log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("wb") as out:
         process = subprocess.Popen(
             args, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=out, stderr=subprocess.STDOUT
@@ -58,12 +60,21 @@ def mock_upstream(log_dir: Path) -> Iterator[str]:
 
 
 @contextmanager
-def gateway_process(config: Path, redis_url: str | None, log_dir: Path, *, extra_env: Mapping[str, str] | None = None) -> Iterator[str]:
+def gateway_process(
+    config: Path, redis_url: str | None, log_dir: Path, *, extra_env: Mapping[str, str] | None = None
+) -> Iterator[str]:
     port = free_port()
-    env = {"GATEWAY_CONFIG": str(config), "GATEWAY_PORT": str(port), "GATEWAY_DATA_DIR": str(log_dir / "data"),
-           "GATEWAY_ADMIN_KEY": "admin-e2e", **(extra_env or {})}
+    env = {
+        "GATEWAY_CONFIG": str(config),
+        "GATEWAY_PORT": str(port),
+        "GATEWAY_DATA_DIR": str(log_dir / "data"),
+        "GATEWAY_ADMIN_KEY": "admin-e2e",
+        **(extra_env or {}),
+    }
     if redis_url:
         env["GATEWAY_REDIS_URL"] = redis_url
     gateway = Path(sys.executable).parent / "gateway"
-    with running([str(gateway), "serve"], f"http://127.0.0.1:{port}/healthz", env=env, log=log_dir / "gateway.log"):
+    with running(
+        [str(gateway), "serve"], f"http://127.0.0.1:{port}/healthz", env=env, log=log_dir / "gateway.log"
+    ):
         yield f"http://127.0.0.1:{port}"

@@ -31,6 +31,9 @@ def test_chat_non_stream(client: openai.OpenAI, mock: httpx.Client) -> None:
     seen = mock.get("/_requests").json()["requests"]
     assert seen[-1]["headers"]["authorization"] == "<set>"
     assert seen[-1]["body"]["messages"] == [{"role": "user", "content": "Hello gateway"}]
+    # the mock sets a cookie on every answer: the gateway must never replay it (tenants share clients)
+    client.chat.completions.create(model="gpt-5.4", messages=[{"role": "user", "content": "again"}])
+    assert "cookie" not in mock.get("/_requests").json()["requests"][-1]["headers"]
 
 
 def test_chat_stream(client: openai.OpenAI, mock: httpx.Client) -> None:
@@ -112,7 +115,9 @@ def test_bad_request_raises_bad_request_error(client: openai.OpenAI) -> None:
 
 def test_upstream_503_then_200_is_retried(client: openai.OpenAI, mock: httpx.Client) -> None:
     mock.post("/_control", json={"fail_next": 1, "fail_status": 503})
-    completion = client.chat.completions.create(model="gpt-5.2", messages=[{"role": "user", "content": "again"}])
+    completion = client.chat.completions.create(
+        model="gpt-5.2", messages=[{"role": "user", "content": "again"}]
+    )
     assert completion.choices[0].message.content == "echo: again"
     assert len(mock.get("/_requests").json()["requests"]) == 2
 

@@ -28,16 +28,34 @@ def router() -> respx.Router:
         (b'{"model": "gpt-5.4", "messages": []}', 400, "empty_array", "messages"),
         (b'{"model": "gpt-5.4", "messages": ["hi"]}', 400, "invalid_type", "messages[0]"),
         (b'{"model": "gpt-5.4", "messages": [{"content": "hi"}]}', 400, "invalid_type", "messages[0].role"),
-        (b'{"model": "gpt-5.4", "messages": [{"role": "user"}], "stream": "yes"}', 400, "invalid_type", "stream"),
-        (b'{"model": "nope", "messages": [{"role": "user", "content": "x"}]}', 404, "model_not_found", "model"),
+        (
+            b'{"model": "gpt-5.4", "messages": [{"role": "user"}], "stream": "yes"}',
+            400,
+            "invalid_type",
+            "stream",
+        ),
+        (
+            b'{"model": "nope", "messages": [{"role": "user", "content": "x"}]}',
+            404,
+            "model_not_found",
+            "model",
+        ),
     ],
 )
 def test_chat_rejects_bad_input(
-    tmp_path: Path, redis_url: str, router: respx.Router, content: bytes, status: int, code: str, param: str | None
+    tmp_path: Path,
+    redis_url: str,
+    router: respx.Router,
+    content: bytes,
+    status: int,
+    code: str,
+    param: str | None,
 ) -> None:
     upstream = router.post(f"{UPSTREAM}/chat/completions")
     with gateway_client(tmp_path, redis_url, router) as client:
-        response = client.post("/v1/chat/completions", content=content, headers={"content-type": "application/json"})
+        response = client.post(
+            "/v1/chat/completions", content=content, headers={"content-type": "application/json"}
+        )
     assert response.status_code == status
     error = response.json()["error"]
     assert set(error) == {"message", "type", "param", "code"}
@@ -71,7 +89,9 @@ def test_oversize_body_is_413(tmp_path: Path, redis_url: str, router: respx.Rout
         {"authorization": "Basic abc"},
     ],
 )
-def test_bad_keys_are_401(tmp_path: Path, redis_url: str, router: respx.Router, headers: dict[str, str]) -> None:
+def test_bad_keys_are_401(
+    tmp_path: Path, redis_url: str, router: respx.Router, headers: dict[str, str]
+) -> None:
     with gateway_client(tmp_path, redis_url, router) as client:
         response = client.post("/v1/chat/completions", json=chat_body(), headers=headers)
         models = client.get("/v1/models", headers=headers)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import time
+from pathlib import Path
 
 import httpx
 import orjson
@@ -20,11 +19,17 @@ def router() -> respx.Router:
     return respx.Router(assert_all_called=False)
 
 
-def test_chat_forwards_raw_body_and_upstream_key(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
-    route = router.post(f"{UPSTREAM}/chat/completions").mock(return_value=httpx.Response(200, json=completion()))
+def test_chat_forwards_raw_body_and_upstream_key(
+    tmp_path: Path, redis_url: str, router: respx.Router
+) -> None:
+    route = router.post(f"{UPSTREAM}/chat/completions").mock(
+        return_value=httpx.Response(200, json=completion())
+    )
     raw = b'{"model":"gpt-5.4",  "messages":[{"role":"user","content":"Hello there"}], "temperature":0.2}'
     with gateway_client(tmp_path, redis_url, router) as client:
-        response = client.post("/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
+        response = client.post(
+            "/v1/chat/completions", content=raw, headers={"content-type": "application/json"}
+        )
     assert response.status_code == 200
     assert response.json()["choices"][0]["message"]["content"] == "Hi!"
     sent = route.calls.last.request
@@ -36,7 +41,9 @@ def test_chat_forwards_raw_body_and_upstream_key(tmp_path: Path, redis_url: str,
 
 
 def test_chat_renames_model_for_upstream(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
-    route = router.post(f"{UPSTREAM}/chat/completions").mock(return_value=httpx.Response(200, json=completion()))
+    route = router.post(f"{UPSTREAM}/chat/completions").mock(
+        return_value=httpx.Response(200, json=completion())
+    )
     with gateway_client(tmp_path, redis_url, router) as client:
         response = client.post("/v1/chat/completions", json=chat_body(model="small"))
     assert response.status_code == 200
@@ -52,7 +59,10 @@ def test_incoming_request_id_is_honoured(tmp_path: Path, redis_url: str, router:
 
 def test_retry_503_then_200(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
     route = router.post(f"{UPSTREAM}/chat/completions").mock(
-        side_effect=[httpx.Response(503, json={"error": {"message": "busy"}}), httpx.Response(200, json=completion())]
+        side_effect=[
+            httpx.Response(503, json={"error": {"message": "busy"}}),
+            httpx.Response(200, json=completion()),
+        ]
     )
     with gateway_client(tmp_path, redis_url, router) as client:
         response = client.post("/v1/chat/completions", json=chat_body())
@@ -82,7 +92,12 @@ def test_retry_429_honours_retry_after(tmp_path: Path, redis_url: str, router: r
 
 @pytest.mark.parametrize(
     ("headers", "expected"),
-    [({"retry-after": "2"}, 2.0), ({"retry-after-ms": "250"}, 0.25), ({"retry-after": "soon"}, None), ({}, None)],
+    [
+        ({"retry-after": "2"}, 2.0),
+        ({"retry-after-ms": "250"}, 0.25),
+        ({"retry-after": "soon"}, None),
+        ({}, None),
+    ],
 )
 def test_parse_retry_after(headers: dict[str, str], expected: float | None) -> None:
     assert parse_retry_after(httpx.Headers(headers)) == expected
@@ -114,7 +129,9 @@ def test_fallback_after_attempts_run_out(tmp_path: Path, redis_url: str, router:
     assert models == ["gpt-5.4", "gpt-5.4", "gpt-5.4", "gpt-5.2"]
 
 
-def test_exhausted_passes_last_upstream_answer_through(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
+def test_exhausted_passes_last_upstream_answer_through(
+    tmp_path: Path, redis_url: str, router: respx.Router
+) -> None:
     error = {"error": {"message": "overloaded", "type": "server_error", "param": None, "code": None}}
     route = router.post(f"{UPSTREAM}/chat/completions").mock(return_value=httpx.Response(503, json=error))
     with gateway_client(tmp_path, redis_url, router) as client:
@@ -132,8 +149,17 @@ def test_exhausted_by_transport_errors_is_502(tmp_path: Path, redis_url: str, ro
     assert response.json()["error"]["code"] == "upstream_unavailable"
 
 
-def test_non_retryable_upstream_error_passes_through_once(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
-    error = {"error": {"message": "bad param", "type": "invalid_request_error", "param": "temperature", "code": None}}
+def test_non_retryable_upstream_error_passes_through_once(
+    tmp_path: Path, redis_url: str, router: respx.Router
+) -> None:
+    error = {
+        "error": {
+            "message": "bad param",
+            "type": "invalid_request_error",
+            "param": "temperature",
+            "code": None,
+        }
+    }
     route = router.post(f"{UPSTREAM}/chat/completions").mock(return_value=httpx.Response(400, json=error))
     with gateway_client(tmp_path, redis_url, router) as client:
         response = client.post("/v1/chat/completions", json=chat_body())
@@ -143,8 +169,12 @@ def test_non_retryable_upstream_error_passes_through_once(tmp_path: Path, redis_
 
 
 def test_embeddings_forwarded(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
-    answer = {"object": "list", "data": [{"object": "embedding", "index": 0, "embedding": [0.1]}],
-              "model": "text-embedding-3-small", "usage": {"prompt_tokens": 2, "total_tokens": 2}}
+    answer = {
+        "object": "list",
+        "data": [{"object": "embedding", "index": 0, "embedding": [0.1]}],
+        "model": "text-embedding-3-small",
+        "usage": {"prompt_tokens": 2, "total_tokens": 2},
+    }
     route = router.post(f"{UPSTREAM}/embeddings").mock(return_value=httpx.Response(200, json=answer))
     with gateway_client(tmp_path, redis_url, router) as client:
         response = client.post("/v1/embeddings", json={"model": "text-embedding-3-small", "input": "hi"})
@@ -181,3 +211,22 @@ def test_health_and_readiness(tmp_path: Path, redis_url: str, router: respx.Rout
         ready = client.get("/readyz")
     assert ready.status_code == 200
     assert ready.json()["checks"] == {"config": "ok", "redis": "ok"}
+
+
+@pytest.mark.anyio
+async def test_default_client_never_keeps_upstream_cookies() -> None:
+    from gateway.config import ProviderConfig
+    from gateway.upstream import default_client
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(
+            200, headers={"set-cookie": "__cf_bm=abc; Path=/"}, json={"cookie": request.headers.get("cookie")}
+        )
+
+    client = default_client(ProviderConfig(base_url="http://upstream.test/v1"), transport="httpx")
+    client._transport = httpx.MockTransport(answer)
+    async with client:
+        await client.get("http://upstream.test/v1/a")
+        second = await client.get("http://upstream.test/v1/b")
+    assert second.json() == {"cookie": None}
+    assert not client.cookies

@@ -25,7 +25,11 @@ def sse(*chunks: dict[str, object], done: bool = True) -> bytes:
 
 def delta(content: str | None = None, finish: str | None = None) -> dict[str, object]:
     d = {"content": content} if content is not None else {}
-    return {"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": d, "finish_reason": finish}]}
+    return {
+        "id": "c",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": d, "finish_reason": finish}],
+    }
 
 
 STREAM = sse(delta("Hel"), delta("lo"), delta(finish="stop"), {"id": "c", "choices": [], "usage": USAGE})
@@ -71,7 +75,9 @@ def router() -> respx.Router:
 
 
 @pytest.mark.parametrize("client_asked", [False, True])
-def test_stream_relay_through_gateway(tmp_path: Path, redis_url: str, router: respx.Router, client_asked: bool) -> None:
+def test_stream_relay_through_gateway(
+    tmp_path: Path, redis_url: str, router: respx.Router, client_asked: bool
+) -> None:
     route = router.post(f"{UPSTREAM}/chat/completions").mock(side_effect=lambda request: streamed(STREAM))
     body = chat_body(stream=True)
     if client_asked:

@@ -137,7 +137,11 @@ def create_mock_app() -> Starlette:
                 "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
                 "usage": usage,
             },
-            headers={"x-request-id": "mock-req-1", "openai-processing-ms": "1"},
+            headers={
+                "x-request-id": "mock-req-1",
+                "openai-processing-ms": "1",
+                "set-cookie": "lb=mock; Path=/",
+            },
         )
 
     async def _stream(

@@ -1,0 +1,131 @@
+"""Added latency, throughput, CPU per request and RSS of one gateway worker in front of the mock upstream.
+
+Run: ``.venv/bin/python -m tests.bench.bench_proxy [--seconds 20]``. The gateway is pinned to core 0; the
+mock upstream and this load generator share core 1. Requests are ~1 KB chat completions. Direct and
+through-the-gateway requests are interleaved in the same run, so "added" compares like with like.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import tempfile
+from pathlib import Path
+
+import orjson
+
+from gateway.redisserver import free_port
+from tests.bench.harness import (
+    PYTHON,
+    closed_loop,
+    cpu_seconds,
+    ms,
+    open_loop,
+    peak_rss_mib,
+    percentile,
+    pinned,
+    post_json,
+    process,
+)
+from tests.factories import TENANT_KEY, make_config, write_config
+
+
+def body(stream: bool) -> bytes:
+    text = "Summarise the following notes about the quarterly planning meeting. " * 14
+    return orjson.dumps(
+        {"model": "gpt-5.4", "messages": [{"role": "user", "content": text}], "stream": stream}
+    )
+
+
+async def measure(mock: str, gateway: str, gateway_pid: int, seconds: float, profile: str | None) -> None:
+    headers = {"content-type": "application/json", "authorization": f"Bearer {TENANT_KEY}"}
+    rows = []
+    for stream in (False, True):
+        payload = body(stream)
+        direct = post_json(f"{mock}/v1/chat/completions", payload, headers)
+        through = post_json(f"{gateway}/v1/chat/completions", payload, headers)
+        await closed_loop(through, 8, 2.0)  # warm up connections and caches
+        direct_samples, gateway_samples = await open_loop([direct, through], rate=40.0, seconds=seconds)
+        added_p50 = percentile([s.total for s in gateway_samples], 50) - percentile(
+            [s.total for s in direct_samples], 50
+        )
+        added_p99 = percentile([s.total for s in gateway_samples], 99) - percentile(
+            [s.total for s in direct_samples], 99
+        )
+        added_ttfb = percentile([s.first_byte for s in gateway_samples], 50) - percentile(
+            [s.first_byte for s in direct_samples], 50
+        )
+        spy = None
+        if profile:
+            out = f"{profile}-{'stream' if stream else 'plain'}.txt"
+            spy = subprocess.Popen(
+                ["py-spy", "record", "-p", str(gateway_pid), "-d", str(int(seconds)), "-f", "raw", "-o", out],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        cpu_before = cpu_seconds(gateway_pid)
+        done, elapsed = await closed_loop(through, 64, seconds)
+        if spy is not None:
+            spy.wait()
+        cpu_used = cpu_seconds(gateway_pid) - cpu_before
+        rows.append(
+            (
+                "stream" if stream else "non-stream",
+                len(gateway_samples),
+                ms(added_p50),
+                ms(added_p99),
+                ms(added_ttfb),
+                f"{done / elapsed:.0f}",
+                f"{cpu_used / done * 1000:.3f}",
+            )
+        )
+    header = ("mode", "n@20/s", "added p50", "added p99", "added TTFB", "max req/s", "CPU ms/req")
+    for row in (header, *rows):
+        print(f"{row[0]:<11} " + " ".join(f"{cell:>11}" for cell in row[1:]))
+    print(f"gateway peak RSS: {peak_rss_mib(gateway_pid):.1f} MiB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--transport", choices=["aiohttp", "httpx"], default="aiohttp")
+    parser.add_argument("--profile", help="record py-spy raw stacks to PROFILE-{plain,stream}.txt")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        mock_port, gateway_port = free_port(), free_port()
+        mock_args = pinned([PYTHON, "-m", "tests.mock.upstream", "--port", str(mock_port)], 1)
+        with process(mock_args, f"http://127.0.0.1:{mock_port}/v1/models", env={}, log=tmp_path / "mock.log"):
+            config = make_config()
+            config["providers"]["mock"]["base_url"] = f"http://127.0.0.1:{mock_port}/v1"
+            path = write_config(tmp_path / "gateway.yaml", config)
+            env = {
+                "GATEWAY_CONFIG": str(path),
+                "GATEWAY_PORT": str(gateway_port),
+                "GATEWAY_REDIS_URL": args.redis_url,
+                "GATEWAY_HTTP_TRANSPORT": args.transport,
+            }
+            gateway_args = pinned([str(Path(PYTHON).parent / "gateway"), "serve"], 0)
+            with process(
+                gateway_args, f"http://127.0.0.1:{gateway_port}/healthz", env=env, log=tmp_path / "gw.log"
+            ) as gw:
+                import os
+
+                os.sched_setaffinity(0, {1})
+                # the gateway process is taskset's child exec: same pid
+                asyncio.run(
+                    measure(
+                        f"http://127.0.0.1:{mock_port}",
+                        f"http://127.0.0.1:{gateway_port}",
+                        gw.pid,
+                        args.seconds,
+                        args.profile,
+                    )
+                )
+                print(f"upstream transport: {args.transport}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""Config loading: interpolation, validation messages with file and line, reload, and the CLI commands."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gateway.cli import main
+from gateway.configfile import ConfigError, interpolate, load_config, parse_config
+from gateway.reload import ConfigStore
+from tests.factories import make_config, write_config
+
+VALID = """\
+providers:
+  p:
+    base_url: ${BASE:-http://up.test/v1}
+    api_key: ${KEY}
+models:
+  m: {provider: p}
+tenants:
+  t: {keys: ["${TENANT_KEY}"]}
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "env", "expected"),
+    [
+        ("${A}", {"A": "x"}, "x"),
+        ("${A:-d}", {}, "d"),
+        ("${A:-d}", {"A": ""}, "d"),
+        ("${A:-}", {}, ""),
+        ("pre-${A}-${B:-b}", {"A": "a"}, "pre-a-b"),
+        ("no vars", {}, "no vars"),
+    ],
+)
+def test_interpolate(text: str, env: dict[str, str], expected: str) -> None:
+    assert interpolate(text, env) == expected
+
+
+def test_interpolate_unset_without_default_raises() -> None:
+    with pytest.raises(KeyError):
+        interpolate("${MISSING}", {})
+
+
+def test_parse_interpolates_and_validates() -> None:
+    config = parse_config(VALID, Path("g.yaml"), {"KEY": "sk-up", "TENANT_KEY": "sk-t"})
+    assert config.providers["p"].base_url == "http://up.test/v1"
+    assert config.providers["p"].api_key == "sk-up"
+    assert len(config.tenants["t"].key_hashes()) == 1
+
+
+def test_unset_variable_names_file_and_line() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(VALID, Path("g.yaml"), {"TENANT_KEY": "x"})
+    assert caught.value.problems == [
+        "g.yaml:4: environment variable KEY is not set (write ${KEY:-default} to give a default)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "providers: {}\nmodels:\n  m:\n    provider: p\n    context_window: -5\n",
+            "g.yaml:5: models.m.context_window",
+        ),
+        ("providers:\n  p: {base_url: ftp://x}\nmodels: {}\n", "g.yaml:2: providers.p.base_url"),
+        ("providers:\n  p: {base_url: http://x, colour: red}\nmodels: {}\n", "g.yaml:2: providers.p.colour"),
+        ("providers: [\n", "g.yaml:2: not valid YAML"),
+        ("- a\n- b\n", "g.yaml:1: the config must be a mapping"),
+        ("providers: {}\nmodels: {}\nmodels: {}\n", "g.yaml:3: duplicate key 'models'"),
+    ],
+)
+def test_invalid_configs_say_where(text: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, Path("g.yaml"), {})
+    assert any(problem.startswith(expected) for problem in caught.value.problems), caught.value.problems
+
+
+def test_unknown_provider_and_fallback_are_rejected() -> None:
+    config = make_config()
+    config["models"]["gpt-5.2"]["provider"] = "nowhere"
+    config["models"]["gpt-5.4"]["fallbacks"] = ["missing"]
+    with pytest.raises(ConfigError, match="unknown"):
+        parse_config(yaml.safe_dump(config), Path("g.yaml"), {})
+
+
+def test_a_key_shared_by_two_tenants_is_rejected() -> None:
+    config = make_config(tenants={"a": {"keys": ["same"]}, "b": {"keys": ["same"]}})
+    with pytest.raises(ConfigError, match="shared"):
+        parse_config(yaml.safe_dump(config), Path("g.yaml"), {})
+
+
+def test_empty_key_never_authenticates() -> None:
+    config = parse_config(VALID.replace("${TENANT_KEY}", "${TENANT_KEY:-}"), Path("g.yaml"), {"KEY": "k"})
+    assert config.tenants["t"].key_hashes() == ()
+
+
+def test_example_config_is_valid() -> None:
+    config = load_config(Path(__file__).resolve().parents[2] / "deploy" / "gateway.example.yaml", env={})
+    assert "gpt-5.4" in config.models
+
+
+def test_store_reload_keeps_last_good_config(tmp_path: Path) -> None:
+    path = write_config(tmp_path / "g.yaml", make_config())
+    store = ConfigStore(path)
+    first = store.current
+    path.write_text("providers: [broken\n")
+    assert store.changed()
+    with pytest.raises(ConfigError):
+        store.reload()
+    assert store.current is first
+    assert store.reload_failures == 1
+    config = make_config()
+    config["models"]["new-model"] = {"provider": "mock"}
+    write_config(path, config)
+    store.reload()
+    assert "new-model" in store.current.routes
+    assert store.reloads == 1
+
+
+def test_check_config_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = write_config(tmp_path / "good.yaml", make_config())
+    assert main(["check-config", str(good)]) == 0
+    assert "valid" in capsys.readouterr().out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("providers: {}\nmodels:\n  m: {provider: p}\n")
+    assert main(["check-config", str(bad)]) == 1
+    assert "unknown provider 'p'" in capsys.readouterr().out
+
+
+def test_hash_key_command(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("secret\n"))
+    assert main(["hash-key"]) == 0
+    assert capsys.readouterr().out.strip() == (
+        "sha256:2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"
+    )
