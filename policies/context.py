@@ -1,0 +1,80 @@
+"""The one value a planner receives, and the seam planners implement."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from policies import notices
+from policies.bands import Band, ModelBands
+from policies.decision import Action, Decision, Rejection
+from policies.facts import Facts
+from policies.policy import Policy
+from policies.settings import CompressSettings, RetrieveSettings
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Context:
+    facts: Facts
+    policy: Policy
+    bands: ModelBands
+    """The bands of the requested model."""
+    band: Band
+    models: Mapping[str, ModelBands]
+    """The bands of every model, for reroute targets."""
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def tokens(self) -> int:
+        return self.facts.prompt_tokens
+
+    @property
+    def compress(self) -> CompressSettings:
+        return self.policy.compress[self.bands.model]
+
+    @property
+    def retrieve(self) -> RetrieveSettings:
+        return self.policy.retrieve[self.bands.model]
+
+    def warned(self, warning: str) -> Context:
+        return replace(self, warnings=(*self.warnings, warning))
+
+    def decision(
+        self,
+        action: Action,
+        *,
+        target: ModelBands | None = None,
+        transforms: tuple[Action, ...] = (),
+        rejection: Rejection | None = None,
+    ) -> Decision:
+        """A decision for this request; one that sends it upstream above the cliff says so."""
+        target = target or self.bands
+        sends = not transforms and rejection is None
+        above = sends and self.tokens > target.cliff
+        precompress_at = self.compress.precompress_at
+        return Decision(
+            action=action,
+            model=target.model,
+            band=self.band,
+            tokens=self.tokens,
+            bands=target,
+            policy=self.policy.name,
+            proposed=action,
+            compress=self.compress,
+            retrieve=self.retrieve,
+            warnings=(*self.warnings, notices.above_cliff(target, self.tokens)) if above else self.warnings,
+            transforms=transforms,
+            allow_over_cliff=self.policy.allow_over_cliff,
+            above_cliff=above,
+            precompress=(
+                action is Action.FORWARD and precompress_at is not None and self.tokens >= precompress_at
+            ),
+            rejection=rejection,
+        )
+
+
+class Planner(Protocol):
+    """Turns a policy's action for the request's band into a decision that keeps the invariant."""
+
+    def plan(self, context: Context) -> Decision: ...

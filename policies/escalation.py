@@ -1,0 +1,97 @@
+"""What happens after a transform: its result is checked, or its failure handled.
+
+After a transform (``after_transform``), with ``t`` the tokens it produced and ``target`` its goal
+(``compress.target_tokens`` or ``retrieve.budget_tokens``):
+
+1. ``t <= target``: send it (any transform still planned is dropped: it is no longer needed);
+2. another transform is planned (compress, then retrieve): run it;
+3. ``t`` is below the warning line: send it, with a warning that the target was missed;
+4. the transform was compress and retrieve has not run: retrieve next;
+5. ``t`` keeps the invariant: send it with a warning; else reject with 400 ``context_length_exceeded``.
+
+After a failure (``after_failure``), by the failed transform's ``on_failure``:
+``reject`` answers 503; ``forward`` sends the request as it stands when the invariant allows it;
+otherwise the next planned transform runs, or retrieve after a failed compress, or 503.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from policies import notices
+from policies.decision import Action, Decision, Rejection
+from policies.facts import Facts
+from policies.settings import Fallback
+
+
+def after_transform(decision: Decision, facts: Facts, new_tokens: int) -> Decision:
+    """The next decision once ``decision.transforms[0]`` has run and produced ``new_tokens``."""
+    step, rest = _pending(decision)
+    target = decision.compress.target_tokens if step is Action.COMPRESS else decision.retrieve.budget_tokens
+    moved = replace(decision, tokens=new_tokens, applied=(*decision.applied, step), transforms=rest)
+    if new_tokens <= target:
+        return _send(moved)
+    if rest:
+        return moved
+    missed = notices.above_target(step, new_tokens, target)
+    if new_tokens < decision.bands.warning:
+        return _send(moved, missed)
+    if step is Action.COMPRESS and Action.RETRIEVE not in moved.applied:
+        warning = notices.escalated(step, new_tokens, decision.bands, Action.RETRIEVE)
+        return _plan_retrieve(moved, warning)
+    if decision.bands.admits(new_tokens, allow_over_cliff=decision.allow_over_cliff):
+        return _send(moved, missed)
+    why = f"{step} left {new_tokens} of {facts.prompt_tokens} input tokens"
+    return _reject(
+        moved, notices.too_long(bands=decision.bands, tokens=new_tokens, policy=decision.policy, why=why)
+    )
+
+
+def after_failure(decision: Decision, facts: Facts, *, reason: str) -> Decision:
+    """The next decision once ``decision.transforms[0]`` has failed (``reason``: for the warning)."""
+    step, rest = _pending(decision)
+    fallback = decision.compress.on_failure if step is Action.COMPRESS else decision.retrieve.on_failure
+    failed = replace(decision, transforms=rest)
+    if fallback is Fallback.REJECT:
+        return _reject(failed, notices.unavailable(step=step, reason=reason, policy=decision.policy))
+    if fallback is Fallback.FORWARD and decision.bands.admits(
+        decision.tokens, allow_over_cliff=decision.allow_over_cliff
+    ):
+        warning = notices.transform_failed(step, reason, "sent as it stands")
+        return _send(replace(failed, transforms=()), warning)
+    if rest:
+        warning = notices.transform_failed(step, reason, f"{rest[0]} next")
+        return replace(failed, action=rest[-1], warnings=(*failed.warnings, warning))
+    if step is Action.COMPRESS and Action.RETRIEVE not in decision.applied:
+        return _plan_retrieve(failed, notices.transform_failed(step, reason, "retrieve next"))
+    return _reject(failed, notices.unavailable(step=step, reason=reason, policy=decision.policy))
+
+
+def _pending(decision: Decision) -> tuple[Action, tuple[Action, ...]]:
+    if not decision.transforms:
+        raise ValueError("the decision has no transform pending")
+    return decision.transforms[0], decision.transforms[1:]
+
+
+def _reject(decision: Decision, rejection: Rejection) -> Decision:
+    """Answer with ``rejection``: nothing more runs and nothing goes upstream."""
+    return replace(decision, action=Action.REJECT, transforms=(), above_cliff=False, rejection=rejection)
+
+
+def _plan_retrieve(decision: Decision, warning: str) -> Decision:
+    warnings = (*decision.warnings, warning)
+    return replace(decision, action=Action.RETRIEVE, transforms=(Action.RETRIEVE,), warnings=warnings)
+
+
+def _send(decision: Decision, *warnings: str) -> Decision:
+    """Send the request as it stands to ``decision.model`` (the caller checked the invariant)."""
+    above = decision.tokens > decision.bands.cliff
+    if above:
+        warnings = (*warnings, notices.above_cliff(decision.bands, decision.tokens))
+    return replace(
+        decision,
+        action=decision.applied[-1] if decision.applied else Action.FORWARD,
+        transforms=(),
+        above_cliff=above,
+        warnings=(*decision.warnings, *warnings),
+    )

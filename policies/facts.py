@@ -1,0 +1,37 @@
+"""What the gateway knows about a request and its models when it asks for a decision."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+_NO_HEADERS: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelFacts:
+    """The limits of one model, taken from the gateway's model table."""
+
+    context_window: int
+    """The largest input, in tokens, the model accepts."""
+    tier_threshold: int | None = None
+    """The first price tier's line (``above_input_tokens``): inputs above it are billed at the tier."""
+    max_output_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Facts:
+    """One request, as counted by the gateway."""
+
+    tenant: str
+    model: str
+    """The model the client asked for."""
+    prompt_tokens: int
+    """Input tokens of the request as received (may be an upper bound below the warning line)."""
+    headers: Mapping[str, str] = field(default_factory=lambda: _NO_HEADERS)
+    """Lower-case header names to values; only the names in ``PolicyEngine.header_names`` are needed."""
+    tenant_allows_passthrough: bool = False
+    """The tenant's config grants the per-request opt-out ``x-gateway-policy: passthrough``."""
+    history_share: float = 0.0
+    """Fraction of the prompt tokens in conversation history rather than in one oversized block."""

@@ -1,0 +1,116 @@
+"""The pure packages stay pure: ``policies/`` and ``compressors/`` import neither the service, nor HTTP,
+nor Redis, nor each other; ``policies/`` imports only the standard library, pydantic and PyYAML."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FORBIDDEN = {"gateway", "redis", "httpx", "fastapi", "starlette", "aiohttp", "httpx_aiohttp", "uvicorn"}
+PURE = {"policies": FORBIDDEN | {"compressors"}, "compressors": FORBIDDEN | {"policies"}}
+POLICIES_THIRD_PARTY = {"pydantic", "pydantic_core", "yaml", "typing_extensions"}
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, root: Path) -> Iterator[tuple[int, str]]:
+    """Every module ``path`` imports, absolute, with its line; dynamic imports of constant names too."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = module_name(path, root).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                yield node.lineno, ".".join([*base, node.module] if node.module else base)
+            else:
+                yield node.lineno, node.module or ""
+        elif isinstance(node, ast.Call) and _is_dynamic_import(node.func):
+            if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                yield node.lineno, node.args[0].value
+
+
+def _is_dynamic_import(func: ast.expr) -> bool:
+    if isinstance(func, ast.Name):
+        return func.id in {"__import__", "import_module"}
+    return isinstance(func, ast.Attribute) and func.attr == "import_module"
+
+
+def violations(package: str, forbidden: set[str], root: Path = ROOT) -> list[str]:
+    found = []
+    for path in sorted((root / package).rglob("*.py")):
+        for line, name in imports(path, root):
+            if name.split(".")[0] in forbidden:
+                found.append(f"{path.relative_to(root)}:{line} imports {name}")
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(PURE))
+def test_layering_pure_packages_import_no_service_http_redis_or_sibling(package: str) -> None:
+    assert (ROOT / package / "__init__.py").is_file()
+    assert violations(package, PURE[package]) == []
+
+
+def test_layering_policies_import_only_stdlib_pydantic_and_yaml() -> None:
+    allowed = set(sys.stdlib_module_names) | POLICIES_THIRD_PARTY | {"policies"}
+    found: list[str] = []
+    for path in sorted((ROOT / "policies").rglob("*.py")):
+        found.extend(
+            f"{path.relative_to(ROOT)}:{line} imports {name}"
+            for line, name in imports(path, ROOT)
+            if name.split(".")[0] not in allowed
+        )
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    ("source", "where", "expected"),
+    [
+        ("import redis.asyncio\n", "policies/a.py", "policies/a.py:1 imports redis.asyncio"),
+        (
+            "import os\nfrom gateway.config import X\n",
+            "policies/a.py",
+            "policies/a.py:2 imports gateway.config",
+        ),
+        ("from compressors import summary\n", "policies/sub/b.py", "policies/sub/b.py:1 imports compressors"),
+        (
+            "import importlib\nimportlib.import_module('httpx')\n",
+            "policies/a.py",
+            "policies/a.py:2 imports httpx",
+        ),
+        ("__import__('starlette.routing')\n", "policies/a.py", "policies/a.py:1 imports starlette.routing"),
+        ("def f():\n    import aiohttp\n", "policies/a.py", "policies/a.py:2 imports aiohttp"),
+    ],
+)
+def test_layering_checker_catches_forbidden_imports(
+    tmp_path: Path, source: str, where: str, expected: str
+) -> None:
+    path = tmp_path / where
+    path.parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "policies" / "__init__.py").write_text("")
+    path.write_text(source)
+    assert violations("policies", PURE["policies"], root=tmp_path) == [expected]
+
+
+def test_layering_checker_resolves_relative_imports(tmp_path: Path) -> None:
+    (tmp_path / "policies" / "sub").mkdir(parents=True)
+    (tmp_path / "policies" / "__init__.py").write_text("")
+    (tmp_path / "policies" / "sub" / "__init__.py").write_text("from . import x\nfrom ..y import z\n")
+    (tmp_path / "policies" / "sub" / "m.py").write_text("from .x import a\nfrom .. import b\n")
+    names = {
+        path.name: [name for _, name in imports(path, tmp_path)]
+        for path in (tmp_path / "policies" / "sub").glob("*.py")
+    }
+    assert names == {"__init__.py": ["policies.sub", "policies.y"], "m.py": ["policies.sub.x", "policies"]}
