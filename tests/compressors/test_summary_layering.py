@@ -1,0 +1,36 @@
+"""The summary compressor stays pure: no gateway, HTTP, Redis or web framework imports."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import compressors.summary
+
+FORBIDDEN = ("gateway", "policies", "redis", "httpx", "fastapi", "starlette", "aiohttp", "requests")
+PACKAGE = Path(compressors.summary.__file__).parent
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_summary_package_imports_nothing_forbidden() -> None:
+    files = sorted(PACKAGE.glob("*.py"))
+    assert len(files) > 5
+    for path in files:
+        bad = {name for name in _imports(path) if name.split(".")[0] in FORBIDDEN}
+        assert not bad, f"{path.name} imports {bad}"
+
+
+def test_summary_package_uses_no_sibling_internals_but_the_protocols() -> None:
+    for path in PACKAGE.glob("*.py"):
+        for name in _imports(path):
+            if name.startswith("compressors.") and not name.startswith("compressors.summary"):
+                assert name == "compressors.protocols", f"{path.name} imports {name}"
