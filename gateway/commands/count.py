@@ -1,0 +1,185 @@
+"""``gateway count FILE``: count a request's prompt tokens offline, place it in its model's bands and
+project its cost at the normal price and at the price-cliff tier.
+
+FILE is a chat completions (or embeddings) request as JSON, ``-`` for stdin. The output tokens of the
+projection are the request's ``max_completion_tokens`` / ``max_tokens``, else 0.
+
+The bands are the policy engine's for that model (``gateway check-config`` lists them): by default the
+cliff is the model's first price tier line and the warning line 250/272 of it; a model without a tier has
+both at its context window. ``over_cliff`` means more tokens than the cliff.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, BinaryIO, TextIO
+
+import orjson
+
+from gateway.config import GatewayConfig, ModelConfig
+from gateway.configfile import ConfigError, load_config
+from gateway.pricing import Cost, applicable_tier, format_usd, price_at_tier
+from gateway.runtime import build_engine
+from gateway.settings import Settings
+from gateway.tokens.counter import TokenCount, TokenCounter
+from gateway.tokens.vocab import VocabularyError
+from gateway.types import Usage
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser(
+        "count",
+        help="count a request's tokens, band and projected cost",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("file", help="a chat completions request as JSON, or - for stdin")
+    parser.add_argument("--model", help="count for this model instead of the request's")
+    parser.add_argument("--config", type=Path, help="the YAML config (default: GATEWAY_CONFIG)")
+    parser.add_argument("--json", action="store_true", help="print JSON for machines")
+    parser.set_defaults(handler=run)
+
+
+@dataclass(frozen=True, slots=True)
+class Projection:
+    usd: str
+    nanos: int
+
+
+@dataclass(frozen=True, slots=True)
+class CountReport:
+    model: str
+    encoding: str
+    approximate: bool
+    messages: int
+    tools: int
+    images: int
+    total: int
+    output_tokens: int
+    band: str | None
+    """below_warning, warning or over_cliff; None for a model the config does not define."""
+    warning_line: int | None
+    cliff: int | None
+    normal: Projection | None
+    at_cliff: Projection | None
+    """At the first price tier's rates; None without pricing or tiers."""
+    billed_at: str | None
+    """Which of the two the request would actually be billed at: normal or cliff."""
+
+
+def run(args: argparse.Namespace, *, stdin: BinaryIO | None = None, stdout: TextIO | None = None) -> int:
+    out = stdout if stdout is not None else sys.stdout
+    try:
+        body = _read_request(args.file, stdin if stdin is not None else sys.stdin.buffer)
+        config = load_config(args.config if args.config is not None else Settings().config)
+    except (OSError, ValueError) as exc:  # ConfigError and orjson.JSONDecodeError are ValueErrors
+        print(f"gateway count: {exc}", file=sys.stderr)
+        return 1 if isinstance(exc, ConfigError) else 2
+    model = args.model or body.get("model")
+    if not isinstance(model, str) or not model:
+        print("gateway count: the request names no model; pass --model", file=sys.stderr)
+        return 2
+    try:
+        counter = TokenCounter.build(config.counting, config.models)
+    except VocabularyError as exc:
+        print(f"gateway count: {exc}", file=sys.stderr)
+        return 1
+    report = build_report(model, body, config, counter)
+    if args.json:
+        out.write(orjson.dumps(asdict(report), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        out.write(render(report))
+    return 0
+
+
+def _read_request(file: str, stdin: BinaryIO) -> dict[str, Any]:
+    raw = stdin.read() if file == "-" else Path(file).read_bytes()
+    body = orjson.loads(raw)
+    if not isinstance(body, dict):
+        raise ValueError("the request must be a JSON object")
+    return body
+
+
+def build_report(
+    model: str, body: dict[str, Any], config: GatewayConfig, counter: TokenCounter
+) -> CountReport:
+    model_config = config.models.get(model)
+    embedding = (model_config is not None and model_config.kind == "embedding") or (
+        "input" in body and "messages" not in body
+    )
+    count = counter.count_embeddings(model, body) if embedding else counter.count_chat(model, body)
+    output_tokens = _output_tokens(body)
+    bands = build_engine(config).bands.get(model)
+    normal, at_cliff, billed_at = _projections(count, output_tokens, model_config)
+    return CountReport(
+        model=model,
+        encoding=count.encoding,
+        approximate=count.approximate,
+        messages=count.messages,
+        tools=count.tools,
+        images=count.images,
+        total=count.total,
+        output_tokens=output_tokens,
+        band=bands.band_of(count.total).value if bands is not None else None,
+        warning_line=bands.warning if bands is not None else None,
+        cliff=bands.cliff if bands is not None else None,
+        normal=normal,
+        at_cliff=at_cliff,
+        billed_at=billed_at,
+    )
+
+
+def _output_tokens(body: dict[str, Any]) -> int:
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 0
+
+
+def _projections(
+    count: TokenCount, output_tokens: int, model: ModelConfig | None
+) -> tuple[Projection | None, Projection | None, str | None]:
+    if model is None or model.pricing is None:
+        return None, None, None
+    usage = Usage(input_tokens=count.total, output_tokens=output_tokens, estimated=True)
+    normal = _projection(price_at_tier(usage, model.pricing, None))
+    if not model.pricing.tiers:
+        return normal, None, "normal"
+    at_cliff = _projection(price_at_tier(usage, model.pricing, 0))
+    billed_at = "normal" if applicable_tier(count.total, model.pricing.tiers) is None else "cliff"
+    return normal, at_cliff, billed_at
+
+
+def _projection(cost: Cost) -> Projection:
+    return Projection(usd=format_usd(cost.total_nanos), nanos=cost.total_nanos)
+
+
+def render(report: CountReport) -> str:
+    approximate = "  (approximate)" if report.approximate else ""
+    lines = [
+        f"model      {report.model}  ({report.encoding}){approximate}",
+        f"messages   {report.messages:>12,}",
+        f"tools      {report.tools:>12,}",
+        f"images     {report.images:>12,}",
+        f"total      {report.total:>12,}",
+    ]
+    if report.band is None:
+        lines.append("band       unknown: the model is not in the config")
+    else:
+        lines.append(
+            f"band       {report.band.replace('_', ' ')}  "
+            f"(warning line {report.warning_line:,}, cliff {report.cliff:,})"
+        )
+    lines.append(f"output     {report.output_tokens:>12,}  (max_completion_tokens / max_tokens)")
+    if report.normal is None:
+        lines.append("cost       unknown: the model has no pricing")
+    else:
+        lines.append(f"cost       ${report.normal.usd} at the normal price")
+        if report.at_cliff is not None:
+            lines.append(f"           ${report.at_cliff.usd} at the cliff tier")
+        lines.append(f"           billed at the {report.billed_at} price")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,158 @@
+"""What a request costs, in integer nano-dollars (1e-9 USD), from its usage and the model's prices.
+
+A price of USD p per million tokens is p x 1000 nano-dollars per token: an integer for any p with up to
+three decimals, so untiered costs are exact integers. Tiers multiply rates; when a multiplier makes a
+line fractional, each line (input, cached input, output) is computed exactly and rounded half-even to a
+whole nano-dollar once, at the end.
+
+Usage conventions (OpenAI's): ``input_tokens`` includes the cached tokens, so ``input - cached`` is billed
+at the input price and ``cached`` at the cached price (at the input price, and with the input
+multiplier, when the model has no cached price); cached tokens above ``input_tokens`` are clamped to it.
+``reasoning_tokens`` are part of ``output_tokens`` and are not billed again.
+
+Tiers (``ModelPricing.tiers``, ascending ``above_input_tokens``): the highest tier whose line the input
+tokens exceed (strictly: 272,000 is not above 272,000) applies.
+
+- ``whole_request`` (OpenAI GPT-5.4 and later above 272K; Gemini 2.5 Pro above 200K): every token of the
+  request, input, cached and output, at the tier's multipliers.
+- ``marginal``: only the input tokens above the line get the tier's input multipliers; the tokens up to
+  the line cost what a request of exactly that many tokens would (under the lower tiers). Cached tokens
+  are the prompt's prefix (prompt caching caches prefixes), so they sit below the line first. Output
+  gets the tier's output multiplier when the input exceeded the line, which is when the tier applies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
+
+from gateway.config import ModelPricing, PriceTier
+from gateway.types import Usage
+from gateway.usage import usage_from_openai
+
+__all__ = [
+    "NANOS_PER_USD",
+    "Cost",
+    "applicable_tier",
+    "format_usd",
+    "nanos_per_token",
+    "price",
+    "price_at_tier",
+    "usage_from_openai",
+]
+
+NANOS_PER_USD = 1_000_000_000
+_NANOS_PER_TOKEN_PER_USD_PER_MILLION = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    total_nanos: int
+    input_nanos: int
+    """The uncached input tokens."""
+    cached_input_nanos: int
+    output_nanos: int
+    tier: int | None
+    """Index into ``ModelPricing.tiers`` of the tier applied, None at the normal price."""
+    estimated: bool
+    """The usage was counted by the gateway rather than reported by the upstream."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Rates:
+    input: int
+    cached: int
+    output: int
+    cached_is_input: bool
+
+
+def nanos_per_token(usd_per_million: Decimal) -> int:
+    """Nano-dollars per token for a price in USD per million tokens; exact, else ``ValueError``."""
+    nanos = usd_per_million * _NANOS_PER_TOKEN_PER_USD_PER_MILLION
+    if nanos != nanos.to_integral_value() or nanos < 0:
+        raise ValueError(f"price {usd_per_million} per million is not a whole number of nano-dollars")
+    return int(nanos)
+
+
+def applicable_tier(input_tokens: int, tiers: tuple[PriceTier, ...]) -> int | None:
+    """Index of the highest tier whose line ``input_tokens`` exceeds, or None."""
+    applied = None
+    for index, tier in enumerate(tiers):
+        if input_tokens > tier.above_input_tokens:
+            applied = index
+    return applied
+
+
+def price(usage: Usage, pricing: ModelPricing) -> Cost:
+    """The cost of one call."""
+    return price_at_tier(usage, pricing, applicable_tier(usage.input_tokens, pricing.tiers))
+
+
+def price_at_tier(usage: Usage, pricing: ModelPricing, tier: int | None) -> Cost:
+    """The cost of ``usage`` billed under ``tier`` whatever its size (projections: "at the cliff price")."""
+    for field in ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens"):
+        if getattr(usage, field) < 0:
+            raise ValueError(f"usage.{field} is negative")
+    if tier is not None and not 0 <= tier < len(pricing.tiers):
+        raise ValueError(f"no tier {tier}; the model has {len(pricing.tiers)}")
+    rates = _Rates(
+        input=nanos_per_token(pricing.input),
+        cached=nanos_per_token(pricing.cached_input if pricing.cached_input is not None else pricing.input),
+        output=nanos_per_token(pricing.output),
+        cached_is_input=pricing.cached_input is None,
+    )
+    cached = min(usage.cached_input_tokens, usage.input_tokens)
+    uncached_amount, cached_amount = _input(usage.input_tokens - cached, cached, rates, pricing.tiers, tier)
+    output_amount = Fraction(usage.output_tokens * rates.output)
+    if tier is not None:
+        chosen = pricing.tiers[tier]
+        if chosen.scope == "whole_request" or usage.input_tokens > chosen.above_input_tokens:
+            output_amount *= Fraction(chosen.output_multiplier)
+    input_nanos, cached_nanos, output_nanos = (
+        round(uncached_amount),
+        round(cached_amount),
+        round(output_amount),
+    )
+    return Cost(
+        total_nanos=input_nanos + cached_nanos + output_nanos,
+        input_nanos=input_nanos,
+        cached_input_nanos=cached_nanos,
+        output_nanos=output_nanos,
+        tier=tier,
+        estimated=usage.estimated,
+    )
+
+
+def _input(
+    uncached: int, cached: int, rates: _Rates, tiers: tuple[PriceTier, ...], tier: int | None
+) -> tuple[Fraction, Fraction]:
+    """Exact (uncached, cached) input amounts in nano-dollars under ``tiers[tier]``."""
+    if tier is None:
+        return Fraction(uncached * rates.input), Fraction(cached * rates.cached)
+    chosen = tiers[tier]
+    input_multiplier = Fraction(chosen.input_multiplier)
+    cached_multiplier = (
+        input_multiplier if rates.cached_is_input else Fraction(chosen.cached_input_multiplier)
+    )
+    if chosen.scope == "whole_request":
+        return uncached * rates.input * input_multiplier, cached * rates.cached * cached_multiplier
+    line = chosen.above_input_tokens
+    cached_below = min(cached, line)
+    uncached_below = max(0, min(cached + uncached, line) - cached_below)
+    lower = applicable_tier(cached_below + uncached_below, tiers[:tier])
+    below_uncached, below_cached = _input(uncached_below, cached_below, rates, tiers, lower)
+    return (
+        below_uncached + (uncached - uncached_below) * rates.input * input_multiplier,
+        below_cached + (cached - cached_below) * rates.cached * cached_multiplier,
+    )
+
+
+def format_usd(nanos: int) -> str:
+    """Nano-dollars as a decimal USD string with all nine decimals: 737500000 -> ``"0.737500000"``.
+
+    Fixed precision keeps the edge exact (no float), lossless and sortable as text within a sign.
+    """
+    sign = "-" if nanos < 0 else ""
+    whole, fraction = divmod(abs(nanos), NANOS_PER_USD)
+    return f"{sign}{whole}.{fraction:09d}"
