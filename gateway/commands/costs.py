@@ -1,0 +1,177 @@
+"""``gateway costs export|summary``: finance reads the ledger straight from the gateway's Redis.
+
+The Redis is ``--redis-url``, else ``GATEWAY_REDIS_URL``, else the unix socket of the embedded server in
+the data directory (``GATEWAY_DATA_DIR``), when the gateway runs one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import IO, Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from gateway.ledger.event import CostEvent
+from gateway.ledger.formats import FORMATS, ExportFormat, counters_row, encode_events, encode_summary
+from gateway.ledger.keys import LedgerKeys
+from gateway.ledger.period import Period, iso_time
+from gateway.ledger.reader import LedgerReader
+from gateway.ledger.summary import GROUPS, SummaryRow, summarize, total
+from gateway.settings import Settings
+
+PROGRESS_EVERY = 1000
+
+
+class CommandError(Exception):
+    """A problem to explain to the user in one line (exit status 1)."""
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser("costs", help="export cost events or summarise spend", description=__doc__)
+    actions = parser.add_subparsers(dest="costs_action", required=True, metavar="ACTION")
+    export = actions.add_parser("export", help="cost events in time order, to stdout or a file")
+    _period_options(export)
+    export.add_argument("--format", choices=FORMATS, default="csv")
+    export.add_argument("-o", "--output", type=Path, help="write here instead of stdout")
+    export.set_defaults(handler=run_export)
+    summary = actions.add_parser("summary", help="totals per tenant, model or day")
+    _period_options(summary)
+    summary.add_argument("--group-by", choices=GROUPS, default="tenant")
+    summary.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    summary.set_defaults(handler=run_summary)
+
+
+def _period_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tenant", help="one tenant (default: every tenant with events)")
+    parser.add_argument(
+        "--from", dest="start", help="date or ISO datetime, UTC (default: this month's start)"
+    )
+    parser.add_argument("--to", dest="end", help="date (inclusive) or ISO datetime (exclusive); default: now")
+    parser.add_argument("--redis-url", help="Redis of the running gateway (default: GATEWAY_REDIS_URL)")
+    parser.add_argument("--key-prefix", default="gw", help="the ledger.key_prefix of the gateway's config")
+
+
+def run_export(args: argparse.Namespace) -> int:
+    return _run(_export(args))
+
+
+def run_summary(args: argparse.Namespace) -> int:
+    return _run(_summary(args))
+
+
+def _run(work: Any) -> int:
+    try:
+        asyncio.run(work)
+    except CommandError as exc:
+        print(f"gateway costs: {exc}", file=sys.stderr)
+        return 1
+    except (RedisError, OSError) as exc:
+        print(f"gateway costs: cannot read the ledger: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def redis_url(explicit: str | None, settings: Settings) -> str:
+    if explicit:
+        return explicit
+    if settings.redis_url:
+        return settings.redis_url
+    for socket in (settings.data_dir / "redis" / "redis.sock", settings.data_dir / "redis.sock"):
+        if socket.exists():
+            return f"unix://{socket.resolve()}?db=0"
+    raise CommandError(
+        "the CLI reads the ledger from the running gateway's Redis: set GATEWAY_REDIS_URL (or pass "
+        "--redis-url) to the URL the gateway uses; no embedded server's socket was found in "
+        f"{settings.data_dir} (set GATEWAY_DATA_DIR to the gateway's data directory)"
+    )
+
+
+def _parse_period(args: argparse.Namespace) -> Period:
+    try:
+        return Period.parse(args.start, args.end, now_ms=int(time.time() * 1000))
+    except ValueError as exc:
+        raise CommandError(f"invalid --from/--to: {exc}") from exc
+
+
+async def _open(args: argparse.Namespace) -> tuple[aioredis.Redis, LedgerReader]:
+    client = aioredis.Redis.from_url(redis_url(args.redis_url, Settings()))
+    await client.ping()
+    return client, LedgerReader(client, keys=LedgerKeys(args.key_prefix))
+
+
+async def _tenants(args: argparse.Namespace, reader: LedgerReader) -> list[str]:
+    return [args.tenant] if args.tenant else await reader.tenants()
+
+
+async def _export(args: argparse.Namespace) -> None:
+    period = _parse_period(args)
+    client, reader = await _open(args)
+    try:
+        tenants = await _tenants(args, reader)
+        events = reader.merged_events(tenants, period)
+        fmt: ExportFormat = args.format
+        if args.output is None:
+            await _write(encode_events(_counted(events), fmt), sys.stdout.buffer)
+        else:
+            with open(args.output, "wb") as handle:
+                await _write(encode_events(_counted(events), fmt), handle)
+    finally:
+        await client.aclose()
+
+
+async def _write(chunks: AsyncIterator[bytes], out: IO[bytes]) -> None:
+    async for chunk in chunks:
+        out.write(chunk)
+    out.flush()
+
+
+async def _counted(events: AsyncIterator[CostEvent]) -> AsyncIterator[CostEvent]:
+    """Passes events through, showing a count on stderr when it is a terminal."""
+    show = sys.stderr.isatty()
+    count = 0
+    async for event in events:
+        count += 1
+        if show and count % PROGRESS_EVERY == 0:
+            print(f"\rexported {count:,} events", end="", file=sys.stderr, flush=True)
+        yield event
+    if show:
+        print(f"\rexported {count:,} events", file=sys.stderr, flush=True)
+
+
+async def _summary(args: argparse.Namespace) -> None:
+    period = _parse_period(args)
+    client, reader = await _open(args)
+    try:
+        tenants = await _tenants(args, reader)
+        rows = await summarize(reader, tenants=tenants, period=period, group_by=args.group_by)
+    finally:
+        await client.aclose()
+    if args.format == "table":
+        print(f"{iso_time(period.start_ms)} to {iso_time(period.end_ms)} (UTC days)")
+        sys.stdout.write(table(rows, group_by=args.group_by))
+        return
+    async for chunk in encode_summary(rows, args.format, group_by=args.group_by):
+        sys.stdout.buffer.write(chunk)
+    sys.stdout.buffer.flush()
+
+
+def table(rows: list[SummaryRow], *, group_by: str) -> str:
+    """Aligned columns with a total line; numbers right-aligned."""
+    header = [group_by, *counters_row(total(rows))]
+    lines = [[row.key, *map(str, counters_row(row.counters).values())] for row in rows]
+    lines.append(["TOTAL", *map(str, counters_row(total(rows)).values())])
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *lines, strict=True)]
+
+    def render(cells: list[str]) -> str:
+        first = cells[0].ljust(widths[0])
+        rest = (cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True))
+        return "  ".join([first, *rest]).rstrip() + "\n"
+
+    rule = "  ".join("-" * width for width in widths) + "\n"
+    return render(header) + rule + "".join(render(line) for line in lines[:-1]) + rule + render(lines[-1])

@@ -1,0 +1,35 @@
+"""The cost ledger: every upstream call's cost recorded once in Redis, exported for finance, and the
+tenants' budgets enforced with reservations. HTTP routes live in ``gateway.ledger.routes``.
+
+Writing: ``Ledger`` (``record(event)`` on the request path, batches in the background, spools when Redis
+is down). Budgets: ``Budgets.reserve()`` before forwarding, settled by the request's cost event.
+Reading: ``LedgerReader`` (events in time order, summaries, a tenant's usage).
+"""
+
+from __future__ import annotations
+
+from gateway.ledger.budget import BudgetLookup, Budgets, Reservation
+from gateway.ledger.event import CostEvent
+from gateway.ledger.keys import LedgerKeys
+from gateway.ledger.money import nanos_from_usd, usd
+from gateway.ledger.period import Period
+from gateway.ledger.reader import LedgerReader, TenantUsage
+from gateway.ledger.schema import BudgetConfig, LedgerConfig
+from gateway.ledger.writer import Ledger, LedgerStats
+
+__all__ = [
+    "BudgetConfig",
+    "BudgetLookup",
+    "Budgets",
+    "CostEvent",
+    "Ledger",
+    "LedgerConfig",
+    "LedgerKeys",
+    "LedgerReader",
+    "LedgerStats",
+    "Period",
+    "Reservation",
+    "TenantUsage",
+    "nanos_from_usd",
+    "usd",
+]

@@ -1,0 +1,189 @@
+"""Tenant budgets, enforced across concurrent requests and replicas by reservations in Redis.
+
+Before a request goes upstream, ``reserve()`` holds its maximum estimated cost in one atomic script:
+``spend + open reservations + this ≤ limit`` or the request is refused (429 ``budget_exceeded``). The
+hold lives in the tenant's ``holds`` hash until the cost event whose id is the request id is applied,
+which removes the hold and adds the actual cost in the same script, so spend is never counted twice and
+never missing in between. A request that ends without that event calls ``release()``. Holds lapse after
+``reservation_ttl_seconds`` (a crashed replica cannot block a tenant for good).
+
+When Redis does not answer within ``budget_timeout_seconds``, a budget that fails closed refuses the
+request (503) and one that fails open lets it through unenforced. A refused or dropped connection also
+leaves Redis alone for ``probe_interval_seconds``, so a dead server costs no request a wait; a slow answer
+costs only the request that waited for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import MaxConnectionsError, RedisError
+
+from gateway.errors import BudgetExceeded, ServiceUnavailable
+from gateway.ledger.keys import LedgerKeys
+from gateway.ledger.money import usd
+from gateway.ledger.period import day_of, month_of
+from gateway.ledger.reply import integer, text
+from gateway.ledger.schema import BudgetConfig, BudgetPeriod, LedgerConfig
+from gateway.ledger.script import RELEASE, RESERVE, Script
+
+MAX_CONCURRENT_CHECKS = 32
+"""Budget checks in flight per process: a burst queues here instead of exhausting the connection pool."""
+
+BudgetLookup = Callable[[str], BudgetConfig | None]
+"""The current budget of a tenant by name (read from the live config, so hot reloads apply)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    tenant: str
+    request_id: str
+    amount_nanos: int
+    warning: str | None = None
+    """Set when spend plus open reservations reached a soft line (or a limit that only warns)."""
+    enforced: bool = True
+    """False when Redis could not be asked and the budget fails open: nothing is held."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Spend:
+    daily: int
+    monthly: int
+    held: int
+
+    def committed(self, period: BudgetPeriod, amount: int) -> int:
+        return (self.daily if period == "daily" else self.monthly) + self.held + amount
+
+
+class Budgets:
+    def __init__(
+        self,
+        redis: Redis,
+        *,
+        budget_of: BudgetLookup,
+        config: LedgerConfig | None = None,
+        keys: LedgerKeys | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config or LedgerConfig()
+        self.keys = keys or LedgerKeys(self.config.key_prefix)
+        self.budget_of = budget_of
+        self._redis = redis
+        self._clock = clock
+        self._reserve = Script(RESERVE)
+        self._release = Script(RELEASE)
+        self._skip_redis_until = 0.0
+        self._in_flight = asyncio.Semaphore(MAX_CONCURRENT_CHECKS)
+        self._log = structlog.get_logger("gateway.ledger")
+
+    async def reserve(self, tenant: str, request_id: str, max_cost_nanos: int) -> Reservation | None:
+        """Hold ``max_cost_nanos`` for the request; ``None`` when the tenant has no budget.
+
+        Raises ``BudgetExceeded`` when the request could cross a hard limit, and ``ServiceUnavailable``
+        when Redis cannot be asked and the budget fails closed.
+        """
+        budget = self.budget_of(tenant)
+        if budget is None:
+            return None
+        now_ms = int(self._clock() * 1000)
+        keys, month = self.keys, month_of(now_ms)
+        limits = [budget.limit_nanos(period) if budget.hard else None for period in ("daily", "monthly")]
+        try:
+            reply = await self._call(
+                self._reserve,
+                [
+                    keys.holds(tenant),
+                    keys.hold_expiry(tenant),
+                    keys.daily(tenant, day_of(now_ms)),
+                    keys.monthly(tenant, month),
+                ],
+                [
+                    request_id,
+                    max_cost_nanos,
+                    self.config.reservation_ttl_seconds * 1000,
+                    *("" if limit is None else limit for limit in limits),
+                ],
+            )
+        except (RedisError, OSError, TimeoutError) as exc:
+            return self._unchecked(budget, tenant, request_id, max_cost_nanos, exc)
+        accepted, refused = integer(reply[0]), text(reply[1])
+        spend = _Spend(integer(reply[2]), integer(reply[3]), integer(reply[4]))
+        if not accepted:
+            period: BudgetPeriod = "daily" if refused == "daily" else "monthly"
+            spent = spend.committed(period, 0) - spend.held
+            raise BudgetExceeded(
+                f"{budget.describe(period)} reached: spent ${usd(spent, trim=True)}"
+                f", reserved by requests in flight ${usd(spend.held, trim=True)}"
+                f", this request may cost up to ${usd(max_cost_nanos, trim=True)}"
+            )
+        return Reservation(tenant, request_id, max_cost_nanos, _warning(budget, spend, max_cost_nanos))
+
+    async def release(self, reservation: Reservation | None) -> None:
+        """Give back a hold whose request ended without its cost event (failed before any upstream cost).
+
+        Never raises: if Redis cannot be reached the hold simply lapses after its TTL.
+        """
+        if reservation is None or not reservation.enforced:
+            return
+        keys = self.keys
+        try:
+            await self._call(
+                self._release,
+                [keys.holds(reservation.tenant), keys.hold_expiry(reservation.tenant)],
+                [reservation.request_id],
+            )
+        except (RedisError, OSError, TimeoutError) as exc:
+            self._log.warning(
+                "budget_release_failed",
+                tenant=reservation.tenant,
+                request_id=reservation.request_id,
+                error=str(exc),
+            )
+
+    async def _call(self, script: Script, keys: list[str], args: list[str | int]) -> list[object]:
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._skip_redis_until:
+            raise ConnectionError("Redis refused a connection moments ago")  # the builtin: an OSError
+        try:
+            async with asyncio.timeout(self.config.budget_timeout_seconds), self._in_flight:
+                reply = await script.run(self._redis, keys, args)
+        except (RedisConnectionError, OSError) as exc:
+            if not isinstance(exc, MaxConnectionsError):
+                self._skip_redis_until = loop.time() + self.config.probe_interval_seconds
+            raise
+        return list(reply) if isinstance(reply, list) else [reply]
+
+    def _unchecked(
+        self, budget: BudgetConfig, tenant: str, request_id: str, amount: int, exc: BaseException
+    ) -> Reservation:
+        if not budget.fails_open():
+            raise ServiceUnavailable(
+                "the budget cannot be checked while the ledger store is unreachable; try again shortly",
+                code="budget_unavailable",
+            ) from exc
+        return Reservation(
+            tenant,
+            request_id,
+            amount,
+            warning="budget not enforced: the ledger store is unreachable",
+            enforced=False,
+        )
+
+
+def _warning(budget: BudgetConfig, spend: _Spend, amount: int) -> str | None:
+    notes = []
+    for period in ("daily", "monthly"):
+        limit, soft = budget.limit_nanos(period), budget.soft_nanos(period)
+        committed = spend.committed(period, amount)
+        if limit is not None and not budget.hard and committed > limit:
+            notes.append(f"{budget.describe(period)} exceeded: ${usd(committed, trim=True)} committed")
+        elif limit is not None and soft is not None and committed >= soft:
+            percent = committed * 100 // limit
+            notes.append(f"{budget.describe(period)} {percent}% used: ${usd(committed, trim=True)} committed")
+    return "; ".join(notes) or None

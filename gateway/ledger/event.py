@@ -1,0 +1,62 @@
+"""The cost event: one per upstream call, the unit the ledger stores, counts, exports and replays."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+
+@dataclass(frozen=True, slots=True)
+class CostEvent:
+    """What one upstream call cost. Money is integer nano-dollars (1e-9 USD); time is Unix epoch ms, UTC.
+
+    ``id`` is unique per upstream call: the request id, suffixed for side calls (``<rid>:summary:1``), whose
+    ``parent_id`` is the request id. ``counterfactual_nanos`` is what forwarding the client's request
+    unchanged would have cost (0 for side calls, which an unchanged request would not have made), so
+    ``saving_nanos`` summed over a request's events is that request's net saving.
+    """
+
+    id: str
+    time_ms: int
+    tenant: str
+    key_id: str
+    requested_model: str
+    model: str
+    provider: str
+    action: str
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    tier: str | None = None
+    cost_nanos: int = 0
+    counterfactual_nanos: int = 0
+    estimated: bool = False
+    parent_id: str | None = None
+    status: int = 200
+    latency_ms: int = 0
+    stream: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.id or not self.tenant:
+            raise ValueError("a cost event needs an id and a tenant")
+        if type(self.cost_nanos) is not int or type(self.counterfactual_nanos) is not int:
+            raise TypeError("money in a cost event is integer nano-dollars")
+
+    @property
+    def saving_nanos(self) -> int:
+        return self.counterfactual_nanos - self.cost_nanos
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(self)
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> CostEvent:
+        """Parse what ``to_json`` wrote; fields this version does not know are ignored."""
+        loaded: Any = orjson.loads(data)
+        if not isinstance(loaded, dict):
+            raise ValueError("a cost event is a JSON object")
+        known = {name: loaded[name] for name in cls.__match_args__ if name in loaded}
+        return cls(**known)

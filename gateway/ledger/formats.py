@@ -1,0 +1,135 @@
+"""Export formats: events and summaries as CSV, JSON or NDJSON, amounts as exact decimal USD strings.
+
+Encoders are async generators of byte chunks (about ``chunk_bytes`` each), so an export of any length
+streams with the memory of one chunk.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Literal
+
+import orjson
+
+from gateway.ledger.event import CostEvent
+from gateway.ledger.money import usd
+from gateway.ledger.period import iso_time
+from gateway.ledger.summary import Counters, SummaryRow
+
+ExportFormat = Literal["csv", "json", "ndjson"]
+FORMATS: tuple[ExportFormat, ...] = ("csv", "json", "ndjson")
+MEDIA_TYPES: dict[ExportFormat, str] = {
+    "csv": "text/csv; charset=utf-8",
+    "json": "application/json",
+    "ndjson": "application/x-ndjson",
+}
+
+FORMULA_STARTS = frozenset("=+-@\t\r")
+_NUMBER = re.compile(r"-?\d+(\.\d+)?")
+
+Value = str | int | bool | None
+Row = dict[str, Value]
+
+EVENT_COLUMNS = (
+    "id", "time", "tenant", "key_id", "requested_model", "model", "provider", "action",
+    "input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens", "tier",
+    "cost_usd", "counterfactual_usd", "saving_usd",
+    "estimated", "parent_id", "status", "latency_ms", "stream",
+)  # fmt: skip
+
+
+def event_values(event: CostEvent) -> tuple[str | int | bool | None, ...]:
+    """The event's export fields, in ``EVENT_COLUMNS`` order."""
+    return (
+        event.id, iso_time(event.time_ms), event.tenant, event.key_id, event.requested_model, event.model,
+        event.provider, event.action, event.input_tokens, event.cached_tokens, event.output_tokens,
+        event.reasoning_tokens, event.tier, usd(event.cost_nanos), usd(event.counterfactual_nanos),
+        usd(event.saving_nanos), event.estimated, event.parent_id, event.status, event.latency_ms,
+        event.stream,
+    )  # fmt: skip
+
+
+def event_row(event: CostEvent) -> Row:
+    return dict(zip(EVENT_COLUMNS, event_values(event), strict=True))
+
+
+def counters_row(counters: Counters) -> Row:
+    return {
+        "requests": counters.requests,
+        "cost_usd": usd(counters.cost_nanos),
+        "saving_usd": usd(counters.saving_nanos),
+        "input_tokens": counters.input_tokens,
+        "cached_tokens": counters.cached_tokens,
+        "output_tokens": counters.output_tokens,
+        "reasoning_tokens": counters.reasoning_tokens,
+    }
+
+
+def summary_rows(rows: Sequence[SummaryRow], *, group_by: str) -> list[Row]:
+    return [{group_by: row.key, **counters_row(row.counters)} for row in rows]
+
+
+async def encode_events(
+    events: AsyncIterator[CostEvent], fmt: ExportFormat, *, chunk_bytes: int = 64 * 1024
+) -> AsyncIterator[bytes]:
+    rows = (event_values(event) async for event in events)
+    async for chunk in encode_rows(rows, fmt, columns=EVENT_COLUMNS, chunk_bytes=chunk_bytes):
+        yield chunk
+
+
+async def encode_rows(
+    rows: AsyncIterator[Sequence[Value]],
+    fmt: ExportFormat,
+    *,
+    columns: Sequence[str],
+    chunk_bytes: int = 64 * 1024,
+) -> AsyncIterator[bytes]:
+    """Rows of values in ``columns`` order → CSV (with a header), a JSON array or NDJSON, in chunks."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\r\n")
+    if fmt == "csv":
+        writer.writerow(columns)
+    elif fmt == "json":
+        buffer.write("[")
+    separator = "\n"
+    async for row in rows:
+        if fmt == "csv":
+            writer.writerow([_cell(value) for value in row])
+        elif fmt == "json":
+            buffer.write(separator + orjson.dumps(dict(zip(columns, row, strict=True))).decode())
+            separator = ",\n"
+        else:
+            buffer.write(orjson.dumps(dict(zip(columns, row, strict=True))).decode() + "\n")
+        if buffer.tell() >= chunk_bytes:
+            yield buffer.getvalue().encode()
+            buffer.seek(0)
+            buffer.truncate()
+    if fmt == "json":
+        buffer.write("\n]\n")
+    yield buffer.getvalue().encode()
+
+
+def _cell(value: Value) -> str | int | None:
+    """CSV cell text; text a spreadsheet would run as a formula is prefixed with ``'`` (amounts never are)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str) and value[:1] in FORMULA_STARTS and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+async def _aiter(rows: Iterable[Sequence[Value]]) -> AsyncIterator[Sequence[Value]]:
+    for row in rows:
+        yield row
+
+
+async def encode_summary(
+    rows: Sequence[SummaryRow], fmt: ExportFormat, *, group_by: str
+) -> AsyncIterator[bytes]:
+    columns = [group_by, *counters_row(Counters())]
+    values = [tuple(row.values()) for row in summary_rows(rows, group_by=group_by)]
+    async for chunk in encode_rows(_aiter(values), fmt, columns=columns):
+        yield chunk

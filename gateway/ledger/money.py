@@ -1,0 +1,25 @@
+"""Money at the edges: integer nano-dollars inside, exact decimal USD strings outside (never floats)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+NANOS_PER_USD = 10**9
+
+
+def usd(nanos: int, *, trim: bool = False) -> str:
+    """``1_234_500`` → ``"0.001234500"``; ``trim`` drops trailing zeros, keeping two: ``"0.0012345"``."""
+    sign = "-" if nanos < 0 else ""
+    whole, fraction = divmod(abs(nanos), NANOS_PER_USD)
+    digits = f"{fraction:09d}"
+    if trim:
+        digits = digits.rstrip("0").ljust(2, "0")
+    return f"{sign}{whole}.{digits}"
+
+
+def nanos_from_usd(amount: Decimal | str | int) -> int:
+    """Exact conversion; raises ``ValueError`` when the amount has more than nine decimals."""
+    value = Decimal(amount) * NANOS_PER_USD
+    if value != value.to_integral_value():
+        raise ValueError(f"{amount} USD is not a whole number of nano-dollars")
+    return int(value)

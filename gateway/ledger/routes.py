@@ -1,0 +1,159 @@
+"""HTTP routes of the ledger: finance exports and summaries (admin key), and a tenant's own usage.
+
+The gateway supplies the seams: ``require_admin(request)`` (raises ``AuthenticationFailed``),
+``get_reader(request) -> LedgerReader`` and ``get_tenant(request) -> Tenant`` (sync or async). Bad
+query parameters raise ``InvalidRequest``, which the gateway's error handler renders.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Annotated, TypeVar
+
+import orjson
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import StreamingResponse
+
+from gateway.errors import InvalidRequest
+from gateway.ledger.formats import FORMATS, MEDIA_TYPES, counters_row, encode_events, encode_summary
+from gateway.ledger.money import usd
+from gateway.ledger.period import Period, iso_time
+from gateway.ledger.reader import LedgerReader, TenantUsage
+from gateway.ledger.summary import GROUPS, GroupBy, summarize, total
+from gateway.types import Tenant
+
+T = TypeVar("T")
+TenantOf = Callable[[Request], Tenant | Awaitable[Tenant]]
+Clock = Callable[[], float]
+FromParam = Annotated[str | None, Query(alias="from", description="date or ISO datetime (UTC), inclusive")]
+ToParam = Annotated[str | None, Query(description="date (inclusive) or ISO datetime (exclusive)")]
+
+
+def admin_router(
+    *,
+    require_admin: Callable[[Request], Awaitable[None]],
+    get_reader: Callable[[Request], LedgerReader],
+    tenant_names: Callable[[Request], Iterable[str]] | None = None,
+    clock: Clock = time.time,
+) -> APIRouter:
+    """``GET /admin/costs`` (events, streamed) and ``GET /admin/costs/summary`` (totals)."""
+    router = APIRouter(dependencies=[Depends(require_admin)], tags=["finance"])
+
+    @router.get("/admin/costs")
+    async def export_costs(
+        request: Request,
+        from_: FromParam = None,
+        to: ToParam = None,
+        tenant: str | None = None,
+        format: str = "csv",
+    ) -> StreamingResponse:
+        fmt = _choice(format, FORMATS, "format")
+        period = _period(from_, to, clock)
+        reader = get_reader(request)
+        tenants = [tenant] if tenant is not None else await _tenants(request, reader, tenant_names)
+        events = reader.merged_events(tenants, period)
+        name = f"costs-{tenant or 'all'}-{iso_time(period.start_ms)[:10]}-{iso_time(period.end_ms - 1)[:10]}"
+        return StreamingResponse(
+            encode_events(events, fmt),
+            media_type=MEDIA_TYPES[fmt],
+            headers={"content-disposition": f'attachment; filename="{name}.{fmt}"'},
+        )
+
+    @router.get("/admin/costs/summary")
+    async def costs_summary(
+        request: Request,
+        from_: FromParam = None,
+        to: ToParam = None,
+        tenant: str | None = None,
+        group_by: str = "tenant",
+        format: str = "json",
+    ) -> Response:
+        group: GroupBy = _choice(group_by, GROUPS, "group_by")
+        fmt = _choice(format, ("json", "csv"), "format")
+        period = _period(from_, to, clock)
+        reader = get_reader(request)
+        tenants = [tenant] if tenant is not None else await _tenants(request, reader, tenant_names)
+        rows = await summarize(reader, tenants=tenants, period=period, group_by=group)
+        if fmt == "csv":
+            csv = encode_summary(rows, "csv", group_by=group)
+            return StreamingResponse(csv, media_type=MEDIA_TYPES["csv"])
+        body = {
+            "object": "gateway.cost_summary",
+            "from": iso_time(period.start_ms),
+            "to": iso_time(period.end_ms),
+            "group_by": group,
+            "data": [{group: row.key, **counters_row(row.counters)} for row in rows],
+            "total": counters_row(total(rows)),
+        }
+        return Response(orjson.dumps(body), media_type="application/json")
+
+    return router
+
+
+def tenant_router(
+    *,
+    get_tenant: TenantOf,
+    get_reader: Callable[[Request], LedgerReader],
+    clock: Clock = time.time,
+) -> APIRouter:
+    """``GET /v1/gateway/usage``: the calling tenant's own spend, saving and budget; nobody else's."""
+    router = APIRouter(tags=["usage"])
+
+    @router.get("/v1/gateway/usage")
+    async def gateway_usage(request: Request) -> Response:
+        found = get_tenant(request)
+        tenant = await found if inspect.isawaitable(found) else found
+        usage = await get_reader(request).usage(tenant.name, now_ms=int(clock() * 1000))
+        return Response(orjson.dumps(usage_body(usage)), media_type="application/json")
+
+    return router
+
+
+def usage_body(usage: TenantUsage) -> dict[str, object]:
+    budget = usage.budget
+    periods = {}
+    for name, label, counters, limit in (
+        ("day", usage.day, usage.today, budget.limit_nanos("daily") if budget else None),
+        ("month", usage.month, usage.this_month, budget.limit_nanos("monthly") if budget else None),
+    ):
+        remaining = None if limit is None else max(0, limit - counters.cost_nanos - usage.reserved_nanos)
+        periods[name] = {
+            "period": label,
+            "requests": counters.requests,
+            "cost_usd": usd(counters.cost_nanos),
+            "saving_usd": usd(counters.saving_nanos),
+            "budget_usd": None if limit is None else usd(limit),
+            "remaining_usd": None if remaining is None else usd(remaining),
+        }
+    return {
+        "object": "gateway.usage",
+        "tenant": usage.tenant,
+        **periods,
+        "reserved_usd": usd(usage.reserved_nanos),
+        "budget_enforced": bool(budget and budget.hard),
+    }
+
+
+def _choice(value: str, allowed: tuple[T, ...], param: str) -> T:
+    for option in allowed:
+        if value == option:
+            return option
+    raise InvalidRequest(f"{param} must be one of {', '.join(map(str, allowed))}", param=param)
+
+
+def _period(start: str | None, end: str | None, clock: Clock) -> Period:
+    try:
+        return Period.parse(start, end, now_ms=int(clock() * 1000))
+    except ValueError as exc:
+        raise InvalidRequest(f"invalid period: {exc}", param="from") from exc
+
+
+async def _tenants(
+    request: Request, reader: LedgerReader, tenant_names: Callable[[Request], Iterable[str]] | None
+) -> list[str]:
+    names = set(await reader.tenants())
+    if tenant_names is not None:
+        names.update(tenant_names(request))
+    return sorted(names)

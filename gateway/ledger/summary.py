@@ -1,0 +1,87 @@
+"""Totals from the daily counter hashes, grouped by tenant, model or day."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Literal
+
+from gateway.ledger.period import Period
+from gateway.ledger.reply import integer, text
+
+if TYPE_CHECKING:
+    from gateway.ledger.reader import LedgerReader
+
+GroupBy = Literal["tenant", "model", "day"]
+GROUPS: tuple[GroupBy, ...] = ("tenant", "model", "day")
+
+_FIELD_OF = {
+    "requests": "requests",
+    "cost": "cost_nanos",
+    "saving": "saving_nanos",
+    "input_tokens": "input_tokens",
+    "cached_tokens": "cached_tokens",
+    "output_tokens": "output_tokens",
+    "reasoning_tokens": "reasoning_tokens",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    requests: int = 0
+    cost_nanos: int = 0
+    saving_nanos: int = 0
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def __add__(self, other: Counters) -> Counters:
+        return Counters(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(Counters)))
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRow:
+    key: str
+    counters: Counters
+
+
+def read_counters(raw: Mapping[Any, Any]) -> dict[str, Counters]:
+    """A counter hash → ``{"": overall, "<model>": per model}`` (model names may contain colons)."""
+    values: dict[str, dict[str, int]] = {}
+    for raw_name, raw_value in raw.items():
+        name = text(raw_name)
+        model, counter = "", name
+        if name.startswith("m:"):
+            model, _, counter = name[2:].rpartition(":")
+        attribute = _FIELD_OF.get(counter)
+        if attribute is not None:
+            values.setdefault(model, {})[attribute] = integer(raw_value)
+    return {model: Counters(**counts) for model, counts in values.items()}
+
+
+async def summarize(
+    reader: LedgerReader, *, tenants: Sequence[str], period: Period, group_by: GroupBy
+) -> list[SummaryRow]:
+    """Totals per group over the whole UTC days the period touches, sorted by key."""
+    pairs = [(tenant, day) for tenant in tenants for day in period.days()]
+    groups: dict[str, Counters] = {}
+    async for tenant, day, raw in reader.daily_hashes(pairs):
+        counters = read_counters(raw)
+        if group_by == "model":
+            for model, per_model in counters.items():
+                if model:
+                    groups[model] = groups.get(model, Counters()) + per_model
+            continue
+        overall = counters.get("")
+        if overall is not None:
+            key = tenant if group_by == "tenant" else day
+            groups[key] = groups.get(key, Counters()) + overall
+    return [SummaryRow(key, groups[key]) for key in sorted(groups)]
+
+
+def total(rows: Sequence[SummaryRow]) -> Counters:
+    result = Counters()
+    for row in rows:
+        result += row.counters
+    return result

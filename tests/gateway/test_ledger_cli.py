@@ -1,0 +1,129 @@
+"""``gateway costs export|summary`` against a real Redis."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import random
+from decimal import Decimal
+from pathlib import Path
+
+import orjson
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.commands import costs
+from gateway.ledger.apply import EventApplier
+from gateway.ledger.keys import LedgerKeys
+from gateway.redisserver import free_port
+from gateway.settings import Settings
+from tests.gateway.test_ledger_event import make_event
+
+EVENTS = [make_event(n, tenant=["alpha", "beta"][n % 2]) for n in range(40)]
+
+
+def run(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="gateway")
+    costs.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    result: int = args.handler(args)
+    return result
+
+
+@pytest.fixture
+def prefix(redis_url: str) -> str:
+    keys = LedgerKeys(f"test-{random.getrandbits(40):x}")
+
+    async def fill() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        try:
+            await EventApplier(client, keys=keys, retention_months=13).apply(EVENTS)
+        finally:
+            await client.aclose()
+
+    asyncio.run(fill())
+    return keys.prefix
+
+
+def test_costs_export_writes_csv_file(redis_url: str, prefix: str, tmp_path: Path) -> None:
+    out = tmp_path / "alpha.csv"
+    code = run(
+        "costs", "export", "--tenant", "alpha", "--from", "2026-11-30", "--to", "2026-11-30",
+        "--redis-url", redis_url, "--key-prefix", prefix, "-o", str(out),
+    )  # fmt: skip
+    assert code == 0
+    rows = list(csv.DictReader(out.open(newline="")))
+    alpha = [e for e in EVENTS if e.tenant == "alpha"]
+    assert [row["id"] for row in rows] == [e.id for e in alpha]
+    assert sum(Decimal(row["cost_usd"]) for row in rows) * 10**9 == sum(e.cost_nanos for e in alpha)
+
+
+def test_costs_export_ndjson_to_stdout_merges_tenants(
+    redis_url: str, prefix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run(
+        "costs", "export", "--format", "ndjson", "--from", "2026-11-01", "--to", "2026-11-30",
+        "--redis-url", redis_url, "--key-prefix", prefix,
+    )  # fmt: skip
+    assert code == 0
+    lines = [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["id"] for line in lines] == [e.id for e in EVENTS]
+
+
+def test_costs_summary_prints_a_table_with_total(
+    redis_url: str, prefix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run(
+        "costs", "summary", "--group-by", "tenant", "--from", "2026-11-01", "--to", "2026-11-30",
+        "--redis-url", redis_url, "--key-prefix", prefix,
+    )  # fmt: skip
+    assert code == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[:4] == ["tenant", "requests", "cost_usd", "saving_usd"]
+    table = {line.split()[0]: line.split() for line in lines[3:] if not line.startswith("-")}
+    total_cost = Decimal(sum(e.cost_nanos for e in EVENTS)) / 10**9
+    assert table["alpha"][1] == "20" and table["beta"][1] == "20"
+    assert Decimal(table["TOTAL"][2]) == total_cost
+    assert Decimal(table["alpha"][2]) + Decimal(table["beta"][2]) == total_cost
+
+
+def test_costs_summary_json(redis_url: str, prefix: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(
+        "costs", "summary", "--group-by", "model", "--format", "json",
+        "--from", "2026-11-30", "--to", "2026-11-30", "--redis-url", redis_url, "--key-prefix", prefix,
+    )  # fmt: skip
+    assert code == 0
+    rows = orjson.loads(capsys.readouterr().out)
+    assert {row["model"]: row["requests"] for row in rows} == {
+        model: sum(1 for e in EVENTS if e.model == model) for model in {e.model for e in EVENTS}
+    }
+
+
+def test_costs_explains_where_the_redis_url_comes_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GATEWAY_DATA_DIR", str(tmp_path))
+    assert run("costs", "summary") == 1
+    message = capsys.readouterr().err
+    assert "GATEWAY_REDIS_URL" in message and str(tmp_path) in message
+
+
+def test_costs_reads_the_embedded_server_socket(tmp_path: Path) -> None:
+    (tmp_path / "redis").mkdir()
+    (tmp_path / "redis" / "redis.sock").touch()
+    url = costs.redis_url(None, Settings(data_dir=tmp_path))
+    assert url == f"unix://{(tmp_path / 'redis' / 'redis.sock').resolve()}?db=0"
+    assert (
+        costs.redis_url("redis://elsewhere:6379/0", Settings(data_dir=tmp_path)) == "redis://elsewhere:6379/0"
+    )
+
+
+def test_costs_reports_an_unreachable_redis(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("costs", "export", "--redis-url", f"redis://127.0.0.1:{free_port()}/0") == 1
+    assert "cannot read the ledger" in capsys.readouterr().err
+
+
+def test_costs_rejects_a_bad_period(redis_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run("costs", "export", "--from", "2026-11-30", "--to", "2026-11-01", "--redis-url", redis_url) == 1
+    assert "invalid --from/--to" in capsys.readouterr().err
