@@ -1,0 +1,49 @@
+"""``Sampler``: the observer the pipeline calls after each response. It decides, builds the signal and
+hands it to a sink; it never waits on anything."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from gateway.record import RequestRecord
+from gateway.sampling.config import SamplingConfig
+from gateway.sampling.decide import is_sampled
+from gateway.sampling.signals import Signal, signal_of
+
+
+class SignalSink(Protocol):
+    def record(self, signal: Signal) -> None: ...
+
+
+class NullSink:
+    """Where signals go when sampling has no store: nowhere."""
+
+    def record(self, signal: Signal) -> None:
+        return None
+
+
+class Sampler:
+    """An ``Observer`` (``gateway.record``). ``config`` is read per request, so a reload applies at once."""
+
+    def __init__(self, sink: SignalSink, *, config: Callable[[], SamplingConfig] = SamplingConfig) -> None:
+        self._sink = sink
+        self._config = config
+        self.seen = 0
+        self.sampled = 0
+
+    def __call__(self, record: RequestRecord) -> None:
+        self.seen += 1
+        if record.endpoint != "chat":
+            return
+        config = self._config()
+        model = record.called_model or record.requested_model
+        if not config.enabled or model is None:
+            return
+        tenant = record.tenant.name if record.tenant is not None else ""
+        if not is_sampled(record.request_id, config.rate_for(model, tenant), probe=record.probe):
+            return
+        signal = signal_of(record, capture=config.captures(tenant))
+        if signal is not None:
+            self.sampled += 1
+            self._sink.record(signal)

@@ -1,0 +1,179 @@
+"""Writing samples: a bounded in-process queue and a background task that pipelines capped XADDs.
+
+``record(signal)`` never waits: it puts the signal on the queue, or counts it as dropped when the queue is
+full. The writer task takes what is queued (up to ``batch_size``) and sends it in one pipelined round trip,
+``XADD gw:samples:{model} MAXLEN ~ N``. When Redis fails, the batch is dropped and counted, and batches
+are dropped without trying for ``retry_interval_seconds``. Samples are statistics, not money: losing some
+while Redis is down is acceptable, and nothing is spooled (the cost ledger is the part that never loses).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+import structlog
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from gateway.sampling.config import SamplingConfig
+from gateway.sampling.keys import SamplingKeys
+from gateway.sampling.signals import Signal
+
+ConfigSource = Callable[[], SamplingConfig]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One stream entry to append: the model it belongs to, its key and its fields."""
+
+    model: str
+    key: str
+    fields: dict[str, str]
+    maxlen: int
+
+
+async def append(redis: Redis, entries: Sequence[Entry], *, keys: SamplingKeys) -> None:
+    """Append ``entries`` in one pipelined round trip, each stream capped (``MAXLEN ~``)."""
+    if not entries:
+        return
+    async with redis.pipeline(transaction=False) as pipe:
+        for entry in entries:
+            pipe.xadd(entry.key, entry.fields, maxlen=entry.maxlen, approximate=True)  # type: ignore[arg-type]
+        pipe.sadd(keys.models(), *sorted({entry.model for entry in entries}))
+        await pipe.execute()
+
+
+def sample_entry(signal: Signal, *, keys: SamplingKeys, maxlen: int) -> Entry:
+    return Entry(model=signal.model, key=keys.samples(signal.model), fields=signal.to_fields(), maxlen=maxlen)
+
+
+@dataclass(frozen=True, slots=True)
+class WriterStats:
+    recorded: int
+    written: int
+    dropped_full: int
+    """Dropped because the queue was full (Redis slower than the traffic)."""
+    dropped_redis: int
+    """Dropped because Redis failed or was recently down (or left queued at close)."""
+    dropped_error: int
+    """Dropped because writing them raised an unexpected error (logged)."""
+    queued: int
+    redis_up: bool
+
+
+class SampleWriter:
+    """Use as ``async with SampleWriter(redis, config=…) as writer:`` or ``start()`` and ``close()``.
+
+    ``config`` is called for every batch, so a reloaded ``sampling:`` section (caps, prefix) applies at
+    once; the queue size is read at start.
+    """
+
+    def __init__(self, redis: Redis, *, config: ConfigSource = SamplingConfig) -> None:
+        self._redis = redis
+        self._config = config
+        self._queue: asyncio.Queue[Signal] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._redis_up = True
+        self._down_until = 0.0
+        self._counts = dict.fromkeys(
+            ("recorded", "written", "dropped_full", "dropped_redis", "dropped_error"), 0
+        )
+        self._log = structlog.get_logger("gateway.sampling")
+
+    async def start(self) -> None:
+        self._queue = asyncio.Queue(maxsize=self._config().queue_size)
+        self._task = asyncio.create_task(self._run(), name="sample-writer")
+
+    def record(self, signal: Signal) -> None:
+        """Hand a signal over; never waits. Dropped (and counted) when the queue is full or not started."""
+        self._counts["recorded"] += 1
+        if self._queue is None:
+            self._counts["dropped_full"] += 1
+            return
+        try:
+            self._queue.put_nowait(signal)
+        except asyncio.QueueFull:
+            self._counts["dropped_full"] += 1
+
+    async def drain(self) -> None:
+        """Wait until every signal recorded so far has been written or dropped."""
+        if self._queue is not None:
+            await self._queue.join()
+
+    async def close(self, timeout: float = 2.0) -> None:
+        """Write what is queued within ``timeout`` seconds; the rest is dropped."""
+        queue, task = self._queue, self._task
+        if queue is None or task is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(queue.join(), timeout)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        self._task = None
+        self._counts["dropped_redis"] += queue.qsize()
+        self._queue = None
+
+    def stats(self) -> WriterStats:
+        return WriterStats(
+            **self._counts,
+            queued=self._queue.qsize() if self._queue is not None else 0,
+            redis_up=self._redis_up,
+        )
+
+    async def __aenter__(self) -> SampleWriter:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def _run(self) -> None:
+        assert self._queue is not None
+        queue = self._queue
+        while True:
+            batch = await _next_batch(queue, self._config().batch_size)
+            try:
+                await self._write(batch)
+            except Exception:  # a bug must not stop sampling for the life of the process
+                self._counts["dropped_error"] += len(batch)
+                self._log.exception("sampling_write_failed", samples=len(batch))
+            finally:
+                for _ in batch:
+                    queue.task_done()
+
+    async def _write(self, batch: Sequence[Signal]) -> None:
+        config = self._config()
+        loop = asyncio.get_running_loop()
+        if not self._redis_up and loop.time() < self._down_until:
+            self._counts["dropped_redis"] += len(batch)
+            return
+        keys = SamplingKeys(config.key_prefix)
+        entries = [sample_entry(signal, keys=keys, maxlen=config.stream_maxlen) for signal in batch]
+        try:
+            async with asyncio.timeout(config.write_timeout_seconds):
+                await append(self._redis, entries, keys=keys)
+        except (RedisError, OSError, TimeoutError) as exc:
+            self._counts["dropped_redis"] += len(batch)
+            if self._redis_up:
+                self._log.warning("sampling_redis_down", error=str(exc) or type(exc).__name__)
+            self._redis_up = False
+            self._down_until = loop.time() + config.retry_interval_seconds
+            return
+        if not self._redis_up:
+            self._log.info("sampling_redis_up", dropped=self._counts["dropped_redis"])
+        self._redis_up = True
+        self._counts["written"] += len(batch)
+
+
+async def _next_batch(queue: asyncio.Queue[Signal], size: int) -> list[Signal]:
+    batch = [await queue.get()]
+    while len(batch) < size and not queue.empty():
+        batch.append(queue.get_nowait())
+    return batch

@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.redisserver import free_port
+from gateway.sampling.config import SamplingConfig
+from gateway.sampling.keys import SamplingKeys
+from gateway.sampling.reader import SampleReader
+from gateway.sampling.store import SampleWriter
+from tests.gateway.test_sampling_factories import make_signal
+
+KEYS = SamplingKeys()
+
+
+@pytest.fixture
+async def model(redis_client: aioredis.Redis, tenant_name: str) -> AsyncIterator[str]:
+    """A model name no other test uses; its keys are removed afterwards."""
+    name = f"model-{tenant_name}"
+    yield name
+    await redis_client.delete(KEYS.samples(name), KEYS.probes(name))
+    await redis_client.srem(KEYS.models(), name)  # type: ignore[misc]
+
+
+@pytest.mark.anyio
+async def test_writer_appends_signals_that_read_back_in_order(
+    redis_client: aioredis.Redis, model: str
+) -> None:
+    signals = [make_signal(model=model, request_id=f"req_{n}", prompt_tokens=1000 + n) for n in range(250)]
+    async with SampleWriter(redis_client, config=lambda: SamplingConfig(batch_size=64)) as writer:
+        for signal in signals:
+            writer.record(signal)
+        await writer.drain()
+        stats = writer.stats()
+    assert (stats.recorded, stats.written, stats.dropped_full, stats.dropped_redis) == (250, 250, 0, 0)
+    assert await redis_client.xlen(KEYS.samples(model)) == 250
+    reader = SampleReader(redis_client)
+    assert await reader.samples(model) == signals
+    assert model in await reader.models()
+
+
+@pytest.mark.anyio
+async def test_writer_caps_each_stream_with_maxlen(redis_client: aioredis.Redis, model: str) -> None:
+    config = SamplingConfig(stream_maxlen=100, batch_size=50)
+    async with SampleWriter(redis_client, config=lambda: config) as writer:
+        for n in range(2_000):
+            writer.record(make_signal(model=model, request_id=f"req_{n}"))
+            if n % 100 == 99:
+                await writer.drain()
+        await writer.drain()
+    length = await redis_client.xlen(KEYS.samples(model))
+    assert 100 <= length < 300  # MAXLEN ~ trims whole nodes: at least the cap, never the whole history
+
+
+@pytest.mark.anyio
+async def test_writer_drops_and_counts_when_the_queue_is_full(
+    redis_client: aioredis.Redis, model: str
+) -> None:
+    config = SamplingConfig(queue_size=5)
+    async with SampleWriter(redis_client, config=lambda: config) as writer:
+        for n in range(50):  # no await in between: the writer task cannot run
+            writer.record(make_signal(model=model, request_id=f"req_{n}"))
+        await writer.drain()
+        stats = writer.stats()
+    assert (stats.written, stats.dropped_full) == (5, 45)
+
+
+@pytest.mark.anyio
+async def test_writer_drops_with_a_counter_when_redis_is_down() -> None:
+    down = aioredis.Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=0.5)
+    config = SamplingConfig(retry_interval_seconds=60)
+    try:
+        writer = SampleWriter(down, config=lambda: config)
+        await writer.start()
+        started = time.perf_counter()
+        for n in range(300):
+            writer.record(make_signal(request_id=f"req_{n}"))
+        assert time.perf_counter() - started < 0.1  # recording never waits on Redis
+        await writer.drain()
+        stats = writer.stats()
+        await writer.close()
+    finally:
+        await down.aclose()
+    assert stats.recorded == 300 and stats.written == 0
+    assert stats.dropped_redis == 300 and stats.redis_up is False
+
+
+@pytest.mark.anyio
+async def test_writer_record_before_start_is_dropped_not_raised(redis_client: aioredis.Redis) -> None:
+    writer = SampleWriter(redis_client)
+    writer.record(make_signal())
+    assert writer.stats().dropped_full == 1
+    await writer.close()
+
+
+@pytest.mark.anyio
+async def test_reader_window_limit_and_unreadable_entries(redis_client: aioredis.Redis, model: str) -> None:
+    key = KEYS.samples(model)
+    for n in range(30):
+        await redis_client.xadd(key, make_signal(model=model, request_id=f"req_{n}").to_fields())  # type: ignore[arg-type]
+    await redis_client.xadd(key, {"junk": "1"})
+    reader = SampleReader(redis_client)
+    assert len(await reader.samples(model)) == 30
+    newest = await reader.samples(model, limit=10)
+    assert [signal.request_id for signal in newest] == [f"req_{n}" for n in range(20, 30)]
+    future_ms = int((time.time() + 3600) * 1000)
+    assert await reader.samples(model, since_ms=future_ms) == []
+    assert len(await reader.samples(model, until_ms=int(time.time() * 1000) - 3_600_000)) == 0
