@@ -1,0 +1,51 @@
+"""How retrieval cuts, ranks and caches: one frozen value, built by the gateway from its config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalSettings:
+    """Options of chunked retrieval; every size is in tokens of the target model's encoding.
+
+    ``budget_tokens`` bounds the whole forwarded request (kept messages, notes, markers and excerpts).
+    """
+
+    document_min_tokens: int = 8_000
+    """A content block larger than this is a document to excerpt."""
+    chunk_min: int = 500
+    chunk_max: int = 800
+    overlap: int = 50
+    """Tokens of the previous chunk repeated at the start of the next one (not repeated when merged)."""
+    budget_tokens: int = 32_000
+    hybrid: bool = False
+    """Also rank by embeddings (through the Embedder) and fuse both rankings by reciprocal rank."""
+    rrf_k: int = 60
+    cache_ttl: int = 86_400
+    """Seconds a document's chunking and index stay in the shared cache."""
+    question_max_chars: int = 2_000
+    """How far back from the end of a lone user block the trailing question is looked for."""
+    embedding_model: str = ""
+    """Names the embeddings model in cache keys, so vectors of two models never mix."""
+    embedding_batch: int = 128
+    """Texts per embeddings call."""
+    embedding_concurrency: int = 4
+    memory_entries: int = 8
+    """Indexes kept in this process (most recently used first); 0 keeps none."""
+    lock_wait_seconds: float = 2.0
+    """How long a request waits for another one building the same index before building it itself."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.chunk_min <= self.chunk_max:
+            raise ValueError("retrieval needs 0 < chunk_min <= chunk_max")
+        if not 0 <= self.overlap < self.chunk_min:
+            raise ValueError("retrieval needs 0 <= overlap < chunk_min")
+        if self.document_min_tokens < self.chunk_max:
+            raise ValueError("retrieval needs document_min_tokens >= chunk_max")
+        if self.budget_tokens <= 0 or self.rrf_k <= 0 or self.cache_ttl <= 0:
+            raise ValueError("retrieval needs positive budget_tokens, rrf_k and cache_ttl")
+        if self.question_max_chars <= 0 or self.embedding_batch <= 0 or self.embedding_concurrency <= 0:
+            raise ValueError("retrieval needs positive question_max_chars, embedding_batch and concurrency")
+        if self.memory_entries < 0 or self.lock_wait_seconds < 0:
+            raise ValueError("retrieval needs memory_entries >= 0 and lock_wait_seconds >= 0")

@@ -1,0 +1,130 @@
+"""Get-or-build for values worth keeping: an in-process LRU, in-process single flight, and the shared
+Cache (with its lock, so that one replica builds while the others wait for its result)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Generic, Literal, TypeVar
+
+from compressors.protocols import Cache
+
+Value = TypeVar("Value")
+Source = Literal["memory", "cache", "built"]
+
+_LOCK_TTL_SECONDS = 60.0
+_POLL_SECONDS = 0.05
+
+
+class Lru(Generic[Value]):
+    """The last ``capacity`` values used, most recent last."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._values: OrderedDict[str, Value] = OrderedDict()
+
+    def get(self, key: str) -> Value | None:
+        value = self._values.get(key)
+        if value is not None:
+            self._values.move_to_end(key)
+        return value
+
+    def put(self, key: str, value: Value) -> None:
+        if self._capacity <= 0:
+            return
+        self._values[key] = value
+        self._values.move_to_end(key)
+        while len(self._values) > self._capacity:
+            self._values.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+class Store(Generic[Value]):
+    """Values by key: from memory, else from the shared cache, else built (once) and shared.
+
+    An entry that cannot be decoded (another format, damage) counts as missing and is overwritten.
+    Errors of the Cache itself propagate: the gateway's Cache decides whether Redis being down is
+    a miss.
+    """
+
+    def __init__(
+        self,
+        *,
+        cache: Cache | None,
+        memory_entries: int,
+        ttl_seconds: int,
+        lock_wait_seconds: float,
+        encode: Callable[[Value], bytes],
+        decode: Callable[[bytes], Value],
+    ) -> None:
+        self._cache = cache
+        self._memory: Lru[Value] = Lru(memory_entries)
+        self._ttl = ttl_seconds
+        self._lock_wait = lock_wait_seconds
+        self._encode = encode
+        self._decode = decode
+        self._pending: dict[str, asyncio.Future[Value | None]] = {}
+
+    async def get(self, key: str, build: Callable[[], Awaitable[Value]]) -> tuple[Value, Source]:
+        remembered = self._memory.get(key)
+        if remembered is not None:
+            return remembered, "memory"
+        pending = self._pending.get(key)
+        if pending is not None:
+            shared = await asyncio.shield(pending)
+            if shared is not None:
+                return shared, "memory"
+            return await self.get(key, build)
+        future: asyncio.Future[Value | None] = asyncio.get_running_loop().create_future()
+        self._pending[key] = future
+        value: Value | None = None
+        try:
+            value, source = await self._fetch(key, build)
+            self._memory.put(key, value)
+            return value, source
+        finally:
+            del self._pending[key]
+            future.set_result(value)
+
+    async def _fetch(self, key: str, build: Callable[[], Awaitable[Value]]) -> tuple[Value, Source]:
+        cache = self._cache
+        if cache is None:
+            return await build(), "built"
+        loaded = await self._load(cache, key)
+        if loaded is not None:
+            return loaded, "cache"
+        lock = f"{key}:lock"
+        held = await cache.acquire(lock, ttl_seconds=_LOCK_TTL_SECONDS)
+        if not held:
+            loaded = await self._wait(cache, key)
+            if loaded is not None:
+                return loaded, "cache"
+        try:
+            value = await build()
+            await cache.set(key, self._encode(value), ttl_seconds=self._ttl)
+        finally:
+            if held:
+                await cache.release(lock)
+        return value, "built"
+
+    async def _load(self, cache: Cache, key: str) -> Value | None:
+        data = await cache.get(key)
+        if data is None:
+            return None
+        try:
+            return self._decode(data)
+        except ValueError:
+            return None
+
+    async def _wait(self, cache: Cache, key: str) -> Value | None:
+        deadline = time.monotonic() + self._lock_wait
+        while time.monotonic() < deadline:
+            await asyncio.sleep(_POLL_SECONDS)
+            loaded = await self._load(cache, key)
+            if loaded is not None:
+                return loaded
+        return None
