@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import hashlib
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from gateway.ledger.schema import BudgetConfig, LedgerConfig
+from gateway.sampling.config import SamplingConfig
+from gateway.tokens.config import CountingConfig
+from policies import PoliciesConfig
 
 KEY_HASH_PREFIX = "sha256:"
 
@@ -87,7 +92,7 @@ class TenantConfig(_Strict):
     allow_passthrough: bool = Field(
         default=False, description="may opt out of policies per request with x-gateway-policy: passthrough"
     )
-    budget: dict[str, Any] | None = None
+    budget: BudgetConfig | None = None
 
     def key_hashes(self) -> tuple[str, ...]:
         """sha256 hex digests of this tenant's keys; empty keys (an unset variable) never authenticate."""
@@ -108,9 +113,11 @@ class GatewayConfig(_Strict):
     providers: dict[str, ProviderConfig]
     models: dict[str, ModelConfig]
     tenants: dict[str, TenantConfig] = Field(default_factory=dict)
-    policies: Any = None
-    sampling: Any = None
+    policies: PoliciesConfig | None = None
+    sampling: SamplingConfig = SamplingConfig()
     limits: Limits = Limits()
+    ledger: LedgerConfig = LedgerConfig()
+    counting: CountingConfig = CountingConfig()
 
     @model_validator(mode="after")
     def _references(self) -> GatewayConfig:

@@ -12,6 +12,8 @@ import yaml
 from pydantic import ValidationError
 
 from gateway.config import GatewayConfig
+from gateway.runtime import build_engine
+from policies import PolicyConfigError
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 
@@ -110,15 +112,23 @@ def parse_config(text: str, path: Path, env: Mapping[str, str] | None = None) ->
     if builder.problems:
         raise ConfigError(path, builder.problems)
     try:
-        return GatewayConfig.model_validate(data)
+        config = GatewayConfig.model_validate(data)
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
             loc = tuple(part for part in error["loc"] if not str(part).startswith("function-"))
-            field = ".".join(str(part) for part in loc) or "(top level)"
-            where = builder.where(_node_at(root, loc))
-            problems.append(f"{where}: {field}: {error['msg']}")
+            problems.append(_problem(builder, root, loc, error["msg"]))
         raise ConfigError(path, problems) from exc
+    try:
+        build_engine(config)
+    except PolicyConfigError as exc:
+        raise ConfigError(path, [_problem(builder, root, p.loc, p.message) for p in exc.problems]) from exc
+    return config
+
+
+def _problem(builder: _Builder, root: yaml.Node, loc: tuple[int | str, ...], message: str) -> str:
+    field = ".".join(str(part) for part in loc) or "(top level)"
+    return f"{builder.where(_node_at(root, loc))}: {field}: {message}"
 
 
 def load_config(path: Path, env: Mapping[str, str] | None = None) -> GatewayConfig:

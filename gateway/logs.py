@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 
+import orjson
 import structlog
 
 from gateway.record import RequestRecord
@@ -13,8 +14,11 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
 
 
 def configure_logging(level: str = "info", fmt: str = "json") -> None:
+    json_lines = fmt == "json"
     renderer: structlog.types.Processor = (
-        structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=False)
+        structlog.processors.JSONRenderer(serializer=orjson.dumps)
+        if json_lines
+        else structlog.dev.ConsoleRenderer(colors=False)
     )
     structlog.configure(
         processors=[
@@ -24,7 +28,9 @@ def configure_logging(level: str = "info", fmt: str = "json") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
-        logger_factory=structlog.WriteLoggerFactory(file=sys.stdout),
+        logger_factory=structlog.BytesLoggerFactory(file=sys.stdout.buffer)
+        if json_lines
+        else structlog.WriteLoggerFactory(file=sys.stdout),
         cache_logger_on_first_use=True,
     )
 

@@ -14,16 +14,24 @@ from typing import Any
 import anyio
 import httpx
 import orjson
+import redis.asyncio as aioredis
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from gateway import body as bodies
+from gateway.admission import Hold
 from gateway.auth import presented_key
+from gateway.background import Background
 from gateway.errors import GatewayError, RouteNotFound
+from gateway.ledger import Budgets
+from gateway.metering import max_cost_nanos
+from gateway.planning import Plan, plan_chat
 from gateway.record import Observer, RequestRecord, notify
 from gateway.reload import ConfigStore
 from gateway.runtime import Route, Runtime
+from gateway.sampling.decide import is_probe
 from gateway.streaming import ChatStreamReader
+from gateway.transforms import CompressorTransforms
 from gateway.types import Tenant
 from gateway.upstream import Exchange, UpstreamPool, send
 from gateway.usage import usage_from_openai
@@ -40,10 +48,23 @@ def request_id_for(headers: Mapping[str, str]) -> str:
 
 
 class Pipeline:
-    def __init__(self, *, store: ConfigStore, pool: UpstreamPool, observers: tuple[Observer, ...]) -> None:
+    def __init__(
+        self,
+        *,
+        store: ConfigStore,
+        pool: UpstreamPool,
+        redis: aioredis.Redis,
+        observers: tuple[Observer, ...],
+        background: Background,
+        budgets: Budgets,
+    ) -> None:
         self.store = store
         self.pool = pool
+        self.redis = redis
         self.observers = observers
+        self.background = background
+        self.budgets = budgets
+        self.retrievers: dict[Any, Any] = {}
 
     # --- steps 1-2: who is calling, and what do they send -------------------------------------------
 
@@ -52,6 +73,7 @@ class Pipeline:
 
     def begin(self, request: Request, endpoint: str) -> RequestRecord:
         record = RequestRecord(request_id=request_id_for(request.headers), endpoint=endpoint)
+        record.probe = is_probe(request.headers)
         request.state.request_id = record.request_id
         return record
 
@@ -59,28 +81,52 @@ class Pipeline:
 
     async def chat(self, request: Request) -> Response:
         record = self.begin(request, "chat")
+        hold = Hold(self.budgets)
         try:
             runtime = self.store.current
             record.tenant = self.authenticate(runtime, request)
             raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
             body = bodies.parse_object(raw)
-            record.requested_model = bodies.check_chat(body)
+            record.requested_model = model = bodies.check_chat(body)
             record.stream = body.get("stream") is True
-            candidates = runtime.candidates(record.requested_model)
-            client_wants_usage = _include_usage(body)
-            add_usage = record.stream and not client_wants_usage
+            runtime.candidates(model)  # 404 for an unknown model before any counting
+
+            async def admit(tokens: int) -> None:
+                await hold.take(
+                    runtime,
+                    record,
+                    request.headers,
+                    max_cost_nanos(runtime.config.models.get(model), tokens, body),
+                )
+
+            plan = await plan_chat(
+                runtime,
+                tenant=record.tenant.name,
+                model=model,
+                body=body,
+                body_len=len(raw),
+                headers=request.headers,
+                transforms=self.transforms_for(runtime, record),
+                admit=admit,
+            )
+            self.note_plan(record, plan)
+            add_usage = record.stream and not _include_usage(body)
             exchange = await send(
                 self.pool,
-                candidates,
+                admitted(runtime, plan, record.requested_model),
                 path="/chat/completions",
-                body_for=lambda route: _chat_body(raw, body, route, add_usage=add_usage),
+                body_for=lambda route: _chat_body(raw, plan, route, add_usage=add_usage),
                 incoming_headers=request.headers,
                 stream=record.stream,
             )
         except GatewayError as exc:
+            await hold.release()
             self.fail(record, exc)
             raise
         self.note_exchange(record, exchange)
+        record.prompt_tokens = await plan.received()
+        record.forwarded_tokens = plan.forwarded_tokens
+        self.after_response(runtime, record, plan)
         if record.stream:
             return self.relay_stream(record, exchange, strip_usage_chunk=add_usage)
         return self.respond(record, exchange)
@@ -139,6 +185,39 @@ class Pipeline:
         return self.respond(record, exchange)
 
     # --- steps 8-10: meter and respond ------------------------------------------------------------
+
+    def transforms_for(self, runtime: Runtime, record: RequestRecord) -> CompressorTransforms:
+        return CompressorTransforms(
+            runtime=runtime, pool=self.pool, redis=self.redis, record=record, retrievers=self.retrievers
+        )
+
+    def note_plan(self, record: RequestRecord, plan: Plan) -> None:
+        decision = plan.decision
+        if decision is None:
+            return
+        record.action = decision.action.value
+        record.band = decision.band.value
+        record.policy = decision.policy
+        record.warnings = decision.warnings
+        record.above_cliff = decision.above_cliff
+        if decision.proposed is not decision.action:
+            record.proposed_action = decision.proposed.value
+
+    def after_response(self, runtime: Runtime, record: RequestRecord, plan: Plan) -> None:
+        """Pre-compression: build the summary the next turns will need, after this response, off-path."""
+        decision = plan.decision
+        if decision is None or not decision.precompress or record.tenant is None:
+            return
+        side = RequestRecord(
+            request_id=f"{record.request_id}:pre", endpoint="precompress", tenant=record.tenant
+        )
+        side.requested_model = record.requested_model
+        transforms = self.transforms_for(runtime, side)
+        self.background.spawn(
+            transforms.precompute(plan.body["messages"], decision, record.tenant.name),
+            name="precompress",
+            then=lambda: notify(self.observers, side) if side.side_calls else None,
+        )
 
     def note_exchange(self, record: RequestRecord, exchange: Exchange) -> None:
         record.called_model = exchange.route.public_model
@@ -213,6 +292,10 @@ class Pipeline:
             headers["x-gateway-prompt-tokens"] = str(record.prompt_tokens)
         if record.forwarded_tokens is not None:
             headers["x-gateway-forwarded-tokens"] = str(record.forwarded_tokens)
+        if record.warnings:
+            headers["x-gateway-warning"] = "; ".join(record.warnings)
+        if record.proposed_action:
+            headers["x-gateway-proposed-action"] = record.proposed_action
         if upstream is not None:
             for name, value in upstream.headers.items():
                 if name.startswith(PASSED_UPSTREAM_HEADERS):
@@ -228,14 +311,34 @@ def _include_usage(body: Mapping[str, Any]) -> bool:
     return isinstance(options, dict) and options.get("include_usage") is True
 
 
-def _chat_body(raw: bytes, body: dict[str, Any], route: Route, *, add_usage: bool) -> bytes:
-    if route.upstream_model == body["model"] and not add_usage:
+def _chat_body(raw: bytes, plan: Plan, route: Route, *, add_usage: bool) -> bytes:
+    """The original bytes when nothing needs changing; else the body serialised once more."""
+    body = plan.body
+    if not plan.changed and route.upstream_model == body["model"] and not add_usage:
         return raw
     changed = dict(body)
     changed["model"] = route.upstream_model
     if add_usage:
         changed["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     return orjson.dumps(changed)
+
+
+def admitted(runtime: Runtime, plan: Plan, requested: str) -> tuple[Route, ...]:
+    """The decided model, then those of its fallbacks whose bands admit the request as it will be sent."""
+    decision = plan.decision
+    if decision is None:
+        return runtime.candidates(requested)
+    first, *fallbacks = runtime.candidates(decision.model)
+    bands = runtime.engine.bands
+    return (
+        first,
+        *(
+            route
+            for route in fallbacks
+            if route.public_model not in bands
+            or bands[route.public_model].admits(decision.tokens, allow_over_cliff=decision.allow_over_cliff)
+        ),
+    )
 
 
 def _with_model(raw: bytes, body: dict[str, Any], route: Route) -> bytes:

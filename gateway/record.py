@@ -13,6 +13,18 @@ from gateway.types import Tenant, Usage
 log = structlog.get_logger("gateway.observers")
 
 
+@dataclass(frozen=True, slots=True)
+class SideCall:
+    """An upstream call the gateway made for a request (a summary, embeddings): its own cost event."""
+
+    kind: str
+    model: str
+    provider: str
+    usage: Usage | None
+    seconds: float
+    status: int
+
+
 @dataclass(slots=True)
 class RequestRecord:
     request_id: str
@@ -37,6 +49,25 @@ class RequestRecord:
     total_seconds: float | None = None
     client_disconnected: bool = False
     output_text_chars: int = 0
+    output_text: str = ""
+    """Only kept to estimate output tokens when a stream is cut before its usage arrives; never logged."""
+    side_calls: list[SideCall] = field(default_factory=list)
+    warnings: tuple[str, ...] = ()
+    """Values of x-gateway-warning."""
+    policy: str | None = None
+    proposed_action: str | None = None
+    """What the policy asked for, when observe mode or passthrough forwarded unchanged instead."""
+    above_cliff: bool = False
+    """The request went upstream above its model's cliff (the policy allowed it)."""
+    band: str | None = None
+    """The policy band of the prompt as received (``policies.Band`` value), when the policy ran."""
+    logprob_mean: float | None = None
+    """Mean token logprob of the completion, when the response carried logprobs."""
+    logprob_min: float | None = None
+    bill_tenant: str | None = None
+    """Who pays, when not the caller (a trusted probe is billed to the ``probe`` tenant)."""
+    probe: bool = False
+    """The request was marked ``x-gateway-probe: 1`` (``gateway.sampling.is_probe``): always sampled."""
 
 
 Observer = Callable[[RequestRecord], None]

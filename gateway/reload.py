@@ -13,6 +13,7 @@ import structlog
 
 from gateway.configfile import ConfigError, load_config
 from gateway.runtime import Runtime, build_runtime
+from gateway.tokens.counter import TokenCounter
 
 log = structlog.get_logger("gateway.config")
 
@@ -36,11 +37,18 @@ def stamp(path: Path) -> FileStamp | None:
 class ConfigStore:
     """Holds the current Runtime; ``reload()`` validates the file again and swaps it in when valid."""
 
-    def __init__(self, path: Path, *, on_change: Callable[[Runtime], None] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        on_change: Callable[[Runtime], None] | None = None,
+        counter: TokenCounter | None = None,
+    ) -> None:
+        """``counter``: a token counter whose loaded vocabularies to reuse (they take a second to load)."""
         self.path = path
         self._on_change = on_change
         self._stamp = stamp(path)
-        self.current: Runtime = build_runtime(load_config(path))
+        self.current: Runtime = build_runtime(load_config(path), counter=counter)
         self.reload_failures = 0
         self.reloads = 0
         self.last_error: str | None = None
@@ -49,7 +57,7 @@ class ConfigStore:
         """Load the file again; raise ConfigError (keeping the current runtime) when it is invalid."""
         self._stamp = stamp(self.path)
         try:
-            runtime = build_runtime(load_config(self.path))
+            runtime = build_runtime(load_config(self.path), counter=self.current.counter)
         except ConfigError as exc:
             self.reload_failures += 1
             self.last_error = str(exc)

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import hmac
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import anyio
 import orjson
+import redis.asyncio as aioredis
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.errors import AuthenticationFailed, GatewayError, NotFound, PermissionDenied, RouteNotFound
+from gateway.types import Tenant
 
 if TYPE_CHECKING:
     from gateway.state import GatewayState
@@ -59,6 +62,20 @@ async def retrieve_model(request: Request) -> Response:
 
 def _model_object(name: str, provider: str) -> dict[str, object]:
     return {"id": name, "object": "model", "created": 0, "owned_by": provider}
+
+
+def tenant_names(request: Request) -> Iterable[str]:
+    return state_of(request).store.current.config.tenants.keys()
+
+
+def redis_of(request: Request) -> aioredis.Redis:
+    return state_of(request).redis
+
+
+def calling_tenant(request: Request) -> Tenant:
+    """The tenant whose key the request carries (401 otherwise)."""
+    state = state_of(request)
+    return state.pipeline.authenticate(state.store.current, request)
 
 
 async def healthz(request: Request) -> Response:

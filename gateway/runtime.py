@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from gateway.auth import KeyRing
 from gateway.config import GatewayConfig, ModelConfig, ProviderConfig
 from gateway.errors import ModelNotFound
+from gateway.tokens.counter import TokenCounter
+from policies import ModelFacts, PolicyEngine, load_default
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +28,8 @@ class Runtime:
     keyring: KeyRing
     routes: dict[str, tuple[Route, ...]]
     """public model name → the model itself, then its fallbacks, in order"""
+    engine: PolicyEngine
+    counter: TokenCounter
 
     def candidates(self, model: str) -> tuple[Route, ...]:
         routes = self.routes.get(model)
@@ -36,7 +40,34 @@ class Runtime:
         return routes
 
 
-def build_runtime(config: GatewayConfig) -> Runtime:
+def model_facts(config: GatewayConfig) -> dict[str, ModelFacts]:
+    """The limits the policy engine needs, for every chat model."""
+    return {
+        name: ModelFacts(
+            context_window=model.context_window,
+            tier_threshold=model.pricing.tiers[0].above_input_tokens
+            if model.pricing and model.pricing.tiers
+            else None,
+            max_output_tokens=model.max_output_tokens,
+        )
+        for name, model in config.models.items()
+        if model.kind == "chat"
+    }
+
+
+def build_engine(config: GatewayConfig) -> PolicyEngine:
+    """Raises PolicyConfigError when the policies do not fit the models and tenants."""
+    return PolicyEngine(
+        config.policies or load_default(),
+        models=model_facts(config),
+        embedding_models=[name for name, model in config.models.items() if model.kind == "embedding"],
+        tenants=config.tenants.keys(),
+    )
+
+
+def build_runtime(config: GatewayConfig, *, counter: TokenCounter | None = None) -> Runtime:
+    """``counter``: the previous runtime's, whose loaded vocabularies are reused."""
+
     def route(name: str) -> Route:
         model = config.models[name]
         return Route(
@@ -51,4 +82,12 @@ def build_runtime(config: GatewayConfig) -> Runtime:
         name: (route(name), *(route(fallback) for fallback in model.fallbacks if fallback != name))
         for name, model in config.models.items()
     }
-    return Runtime(config=config, keyring=KeyRing(config.tenants), routes=routes)
+    return Runtime(
+        config=config,
+        keyring=KeyRing(config.tenants),
+        routes=routes,
+        engine=build_engine(config),
+        counter=counter.with_config(config.counting, config.models)
+        if counter is not None
+        else TokenCounter.build(config.counting, config.models),
+    )

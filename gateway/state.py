@@ -6,8 +6,10 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
+from gateway.ledger import Ledger, LedgerReader
 from gateway.pipeline import Pipeline
 from gateway.reload import ConfigStore
+from gateway.sampling.store import SampleWriter
 from gateway.settings import Settings
 from gateway.upstream import UpstreamPool
 
@@ -19,3 +21,6 @@ class GatewayState:
     pool: UpstreamPool
     redis: aioredis.Redis
     pipeline: Pipeline
+    ledger: Ledger
+    reader: LedgerReader
+    samples: SampleWriter

@@ -9,14 +9,16 @@ Classification, made once here:
 from __future__ import annotations
 
 import email.utils
+import functools
+import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from http.cookiejar import CookieJar, CookiePolicy
 
+import anyio
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
-from tenacity.wait import wait_base, wait_exponential_jitter
+from tenacity.wait import wait_base
 
 from gateway.config import ProviderConfig
 from gateway.errors import UpstreamExhausted, UpstreamRejected
@@ -51,22 +53,28 @@ class RetryableStatus(Exception):
         self.retry_after = retry_after
 
 
-class _NoCookies(CookiePolicy):
-    netscape = True
-    rfc2965 = False
-    hide_cookie2 = True
+class _NoCookies(httpx.Cookies):
+    """Upstream cookies (load balancers set them) must never be replayed on other tenants' requests."""
 
-    def set_ok(self, cookie: object, request: object) -> bool:
-        return False
+    def extract_cookies(self, response: httpx.Response) -> None:
+        return None
 
-    def return_ok(self, cookie: object, request: object) -> bool:
-        return False
+    def set_cookie_header(self, request: httpx.Request) -> None:
+        return None
 
-    def domain_return_ok(self, domain: str, request: object) -> bool:
-        return False
 
-    def path_return_ok(self, path: str, request: object) -> bool:
-        return False
+class UpstreamClient(httpx.AsyncClient):
+    """An httpx client that keeps no cookies (and so spends nothing on parsing them)."""
+
+    _no_cookies = _NoCookies()
+
+    @property
+    def cookies(self) -> httpx.Cookies:
+        return self._no_cookies
+
+    @cookies.setter
+    def cookies(self, value: object) -> None:
+        return None
 
 
 def default_client(provider: ProviderConfig, *, transport: str = "aiohttp") -> httpx.AsyncClient:
@@ -77,8 +85,6 @@ def default_client(provider: ProviderConfig, *, transport: str = "aiohttp") -> h
         pool=provider.timeouts.pool,
     )
     limits = httpx.Limits(max_connections=provider.max_connections, max_keepalive_connections=64)
-    # Upstream cookies (load balancers set them) must never be replayed on other tenants' requests.
-    cookies = CookieJar(policy=_NoCookies())
     if transport == "aiohttp":
         import aiohttp
         from httpx_aiohttp import AiohttpTransport
@@ -87,8 +93,8 @@ def default_client(provider: ProviderConfig, *, transport: str = "aiohttp") -> h
             connector = aiohttp.TCPConnector(limit=provider.max_connections, keepalive_timeout=30)
             return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar())
 
-        return httpx.AsyncClient(transport=AiohttpTransport(client=session), timeout=timeout, cookies=cookies)
-    return httpx.AsyncClient(timeout=timeout, limits=limits, cookies=cookies)
+        return UpstreamClient(transport=AiohttpTransport(client=session), timeout=timeout)
+    return UpstreamClient(timeout=timeout, limits=limits)
 
 
 class UpstreamPool:
@@ -121,23 +127,32 @@ class UpstreamPool:
             await client.aclose()
 
 
-class _WaitRetryAfter(wait_base):
-    """Honour an upstream's Retry-After (capped); otherwise exponential backoff with jitter."""
+class Backoff:
+    """How long to wait before retry number ``n`` (1-based): the upstream's Retry-After when it sent one
+    (capped), else exponential backoff with jitter."""
 
     def __init__(self, provider: ProviderConfig) -> None:
+        self._initial = provider.retry.backoff_initial
+        self._max = provider.retry.backoff_max
         self._cap = provider.retry.retry_after_cap
-        self._backoff = wait_exponential_jitter(
-            multiplier=provider.retry.backoff_initial,
-            max=provider.retry.backoff_max,
-            jitter=provider.retry.backoff_initial,
-        )
+
+    def delay(self, failure: BaseException | None, retry_number: int) -> float:
+        if isinstance(failure, RetryableStatus) and failure.retry_after is not None:
+            return min(failure.retry_after, self._cap)
+        exponential: float = self._initial * 2 ** (retry_number - 1) + random.uniform(0, self._initial)
+        return min(exponential, self._max)
+
+
+class _TenacityWait(wait_base):
+    """The Backoff, for the retries tenacity runs after the first (untimed) failure."""
+
+    def __init__(self, backoff: Backoff) -> None:
+        self._backoff = backoff
 
     def __call__(self, retry_state: RetryCallState) -> float:
         outcome = retry_state.outcome
-        exc = outcome.exception() if outcome is not None else None
-        if isinstance(exc, RetryableStatus) and exc.retry_after is not None:
-            return min(exc.retry_after, self._cap)
-        return float(self._backoff(retry_state))
+        failure = outcome.exception() if outcome is not None else None
+        return self._backoff.delay(failure, retry_state.attempt_number + 1)
 
 
 def parse_retry_after(headers: httpx.Headers) -> float | None:
@@ -204,40 +219,70 @@ async def send(
     """
     causes: list[BaseException] = []
     last: UpstreamRejected | None = None
-    total_attempts = 0
+    attempts = 0
     for route in candidates:
         client = pool.client(route.provider_name, route.provider)
-        url = f"{route.provider.base_url}{path}"
-        headers = upstream_headers(route.provider, incoming_headers)
-        body = body_for(route)
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(route.provider.retry.attempts),
-            wait=_WaitRetryAfter(route.provider),
-            retry=retry_if_exception(_retryable),
-            reraise=True,
+        request = httpx.Request(
+            method,
+            _url(route.provider.base_url, path),
+            headers=upstream_headers(route.provider, incoming_headers),
+            content=body_for(route) if method != "GET" else None,
+            extensions={"timeout": client.timeout.as_dict()},
         )
+        counter = _Attempts(attempts)
         try:
-            async for attempt in retrying:
-                with attempt:
-                    total_attempts += 1
-                    started = time.perf_counter()
-                    response = await _attempt(client, method, url, headers, body, stream=stream)
-                    return Exchange(route, response, total_attempts, started)
+            return await _call_route(client, request, route, counter, stream=stream)
         except RetryableStatus as exc:
             causes.append(exc)
             last = exc.rejected
         except httpx.TransportError as exc:
             causes.append(exc)
+        attempts = counter.count
     names = ", ".join(route.public_model for route in candidates)
     raise UpstreamExhausted(
-        f"The upstream did not answer successfully after {total_attempts} attempts ({names}).", causes, last
+        f"The upstream did not answer successfully after {attempts} attempts ({names}).", causes, last
     )
 
 
-async def _attempt(
-    client: httpx.AsyncClient, method: str, url: str, headers: dict[str, str], body: bytes, *, stream: bool
-) -> httpx.Response:
-    request = client.build_request(method, url, headers=headers, content=body if method != "GET" else None)
+@functools.lru_cache(maxsize=256)
+def _url(base_url: str, path: str) -> httpx.URL:
+    return httpx.URL(f"{base_url}{path}")
+
+
+@dataclass(slots=True)
+class _Attempts:
+    count: int
+
+
+async def _call_route(
+    client: httpx.AsyncClient, request: httpx.Request, route: Route, attempts: _Attempts, *, stream: bool
+) -> Exchange:
+    """All attempts on one candidate; the first one runs without any retry machinery (the common case)."""
+
+    async def once() -> Exchange:
+        attempts.count += 1
+        started = time.perf_counter()
+        return Exchange(route, await _attempt(client, request, stream=stream), attempts.count, started)
+
+    try:
+        return await once()
+    except (RetryableStatus, httpx.TransportError) as first:
+        if route.provider.retry.attempts == 1:
+            raise
+        backoff = Backoff(route.provider)
+        await anyio.sleep(backoff.delay(first, 1))
+    async for attempt in AsyncRetrying(
+        stop=stop_after_attempt(route.provider.retry.attempts - 1),
+        wait=_TenacityWait(backoff),
+        retry=retry_if_exception(_retryable),
+        reraise=True,
+    ):
+        with attempt:
+            return await once()
+    raise AssertionError("unreachable: tenacity re-raises the last failure")
+
+
+async def _attempt(client: httpx.AsyncClient, request: httpx.Request, *, stream: bool) -> httpx.Response:
     response = await client.send(request, stream=True)
     if response.status_code < 400:
         if not stream:

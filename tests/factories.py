@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,6 +16,8 @@ from starlette.testclient import TestClient
 from gateway.app import create_app
 from gateway.config import ProviderConfig
 from gateway.settings import Settings
+from gateway.tokens.config import CountingConfig
+from gateway.tokens.counter import TokenCounter
 
 TENANT_KEY = "sk-test-tenant-key"
 OTHER_KEY = "sk-test-other-key"
@@ -37,7 +40,24 @@ def make_config(**overrides: Any) -> dict[str, Any]:
             }
         },
         "models": {
-            "gpt-5.4": {"provider": "mock", "context_window": 1_050_000, "fallbacks": ["gpt-5.2"]},
+            "gpt-5.4": {
+                "provider": "mock",
+                "context_window": 1_050_000,
+                "fallbacks": ["gpt-5.2"],
+                "pricing": {
+                    "input": "2.50",
+                    "cached_input": "0.25",
+                    "output": "15.00",
+                    "tiers": [
+                        {
+                            "above_input_tokens": 272_000,
+                            "input_multiplier": 2,
+                            "cached_input_multiplier": 2,
+                            "output_multiplier": "1.5",
+                        }
+                    ],
+                },
+            },
             "gpt-5.2": {"provider": "mock", "context_window": 400_000},
             "small": {"provider": "mock", "upstream_model": "gpt-5.4-mini", "context_window": 400_000},
             "text-embedding-3-small": {"provider": "mock", "kind": "embedding", "context_window": 8191},
@@ -56,20 +76,35 @@ def write_config(path: Path, config: dict[str, Any]) -> Path:
     return path
 
 
+@functools.cache
+def shared_counter() -> TokenCounter:
+    """One token counter for the whole test session: loading the vocabularies takes about a second."""
+    return TokenCounter.build(CountingConfig(), {})
+
+
 @contextmanager
 def gateway_client(
-    tmp_path: Path, redis_url: str, router: respx.Router, *, config: dict[str, Any] | None = None
+    tmp_path: Path,
+    redis_url: str,
+    router: respx.Router,
+    *,
+    config: dict[str, Any] | None = None,
+    reload_interval: float = 2.0,
 ) -> Iterator[TestClient]:
     """The app with its lifespan running, its providers served by ``router``."""
     config_path = write_config(tmp_path / "gateway.yaml", config or make_config())
     settings = Settings(
-        config=config_path, redis_url=redis_url, admin_key=ADMIN_KEY, data_dir=tmp_path / "data"
+        config=config_path,
+        redis_url=redis_url,
+        admin_key=ADMIN_KEY,
+        data_dir=tmp_path / "data",
+        reload_interval=reload_interval,
     )
 
     def factory(provider: ProviderConfig) -> httpx.AsyncClient:
         return httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler))
 
-    app = create_app(settings, client_factory=factory)
+    app = create_app(settings, client_factory=factory, counter=shared_counter())
     with TestClient(app, headers={"authorization": f"Bearer {TENANT_KEY}"}) as client:
         yield client
 

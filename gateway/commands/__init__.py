@@ -7,8 +7,15 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from gateway.commands import check_config, hash_key, serve
+from gateway.commands import check_config, costs, count, hash_key, probes, serve
 
 Register = Callable[["argparse._SubParsersAction[Any]"], None]
 
-COMMANDS: tuple[Register, ...] = (serve.register, check_config.register, hash_key.register)
+COMMANDS: tuple[Register, ...] = (
+    serve.register,
+    check_config.register,
+    hash_key.register,
+    count.register,
+    costs.register,
+    probes.register,
+)

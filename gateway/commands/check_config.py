@@ -1,4 +1,4 @@
-"""``gateway check-config FILE``: validate a config file and summarise what it defines."""
+"""``gateway check-config FILE``: validate a config file and show, per model, the bands and actions."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from gateway.configfile import ConfigError, load_config
+from gateway.runtime import build_engine
+from policies import describe
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -23,10 +25,30 @@ def run(args: argparse.Namespace) -> int:
         return 1
     print(f"{args.file}: valid")
     print(f"  providers: {', '.join(config.providers) or '-'}")
-    for name, model in config.models.items():
-        fallbacks = f" -> fallbacks {', '.join(model.fallbacks)}" if model.fallbacks else ""
-        upstream = model.upstream_model or name
-        print(f"  model {name}: {model.provider}/{upstream}, window {model.context_window:,}{fallbacks}")
     for name, tenant in config.tenants.items():
-        print(f"  tenant {name}: {len(tenant.key_hashes())} key(s)")
+        budget = " (budget)" if tenant.budget is not None else ""
+        print(f"  tenant {name}: {len(tenant.key_hashes())} key(s){budget}")
+    for name, model in config.models.items():
+        fallbacks = f", fallbacks {', '.join(model.fallbacks)}" if model.fallbacks else ""
+        tiers = ""
+        if model.pricing is not None and model.pricing.tiers:
+            tiers = f", price tier above {model.pricing.tiers[0].above_input_tokens:,}"
+        upstream = f"{model.provider}/{model.upstream_model or name}"
+        print(f"  model {name} ({model.kind}): {upstream}{tiers}{fallbacks}")
+    print()
+    for view in describe(build_engine(config)):
+        bands = view.bands
+        print(f"{view.model}: warning line {bands.warning:,}, cliff {bands.cliff:,}, window {bands.window:,}")
+        for policy in view.policies:
+            flags = "".join(
+                [
+                    " [observe]" if policy.observe else "",
+                    " [allow_over_cliff]" if policy.allow_over_cliff else "",
+                ]
+            )
+            print(f"  policy {policy.policy} ({policy.match}){flags}")
+            for row in policy.rows:
+                last = f"{row.last:,}" if row.last is not None else "…"
+                span = f"{row.first:>9,} to {last:<9}"
+                print(f"    {row.band.value:<14} {span} {row.action.value:<8} {row.detail}")
     return 0

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +25,10 @@ def mock_url(e2e_dir: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def gateway_url(e2e_dir: Path, mock_url: str, redis_url: str) -> Iterator[str]:
-    config = make_config()
+    suffix = uuid.uuid4().hex[:8]  # fresh tenants: no summary or index cached by an earlier run
+    config = make_config(
+        tenants={f"acme-{suffix}": {"keys": [TENANT_KEY]}, f"globex-{suffix}": {"keys": [OTHER_KEY]}}
+    )
     config["providers"]["mock"]["base_url"] = f"{mock_url}/v1".replace("127.0.0.1", "localhost")
     path = write_config(e2e_dir / "gateway.yaml", config)
     with gateway_process(path, redis_url, e2e_dir) as url:

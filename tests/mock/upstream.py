@@ -68,8 +68,26 @@ def _text_of(message: dict[str, Any]) -> str:
     return ""
 
 
+SUMMARY = (
+    "## User goal\nFinish the analysis the user asked for.\n"
+    "## Confirmed conclusions\n- The earlier turns were read.\n"
+    "## Open todos\n- Answer the latest question."
+)
+
+
+def _is_summary_request(body: dict[str, Any]) -> bool:
+    """The gateway's cheap-model call: its system prompt asks for the three summary sections."""
+    messages = body.get("messages") or []
+    return any(
+        isinstance(m, dict) and m.get("role") == "system" and "User goal" in str(m.get("content", ""))
+        for m in messages
+    )
+
+
 def _answer(body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]] | None, str]:
     """The reply: (content, tool_calls, finish_reason)."""
+    if _is_summary_request(body):
+        return SUMMARY, None, "stop"
     last = _last_message(body)
     tools = body.get("tools") or []
     if tools and last.get("role") == "user":

@@ -1,0 +1,112 @@
+"""What the app opens when it starts and closes when it stops, in one place and in order.
+
+Closing runs in reverse: background jobs (they may still call the cheap model), the upstream clients,
+the sampler's writer, the ledger (drained to Redis, else to the spool), Redis, and the embedded Redis last.
+"""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+from functools import partial
+
+import redis.asyncio as aioredis
+import structlog
+
+from gateway.background import Background
+from gateway.config import GatewayConfig
+from gateway.ledger import BudgetConfig, Budgets, Ledger, LedgerReader
+from gateway.logs import RequestLog
+from gateway.metering import LedgerRecorder
+from gateway.pipeline import Pipeline
+from gateway.redisserver import EmbeddedRedis
+from gateway.reload import ConfigStore
+from gateway.sampling.config import SamplingConfig
+from gateway.sampling.observer import Sampler
+from gateway.sampling.store import SampleWriter
+from gateway.settings import Settings
+from gateway.state import GatewayState
+from gateway.tokens.counter import TokenCounter
+from gateway.upstream import ClientFactory, UpstreamPool, default_client
+
+log = structlog.get_logger("gateway.app")
+
+
+class LiveConfig:
+    """Reads of the current config, so that every long-lived part sees hot reloads."""
+
+    def __init__(self, store: ConfigStore) -> None:
+        self._store = store
+
+    def config(self) -> GatewayConfig:
+        return self._store.current.config
+
+    def counter(self) -> TokenCounter:
+        return self._store.current.counter
+
+    def sampling(self) -> SamplingConfig:
+        return self._store.current.config.sampling
+
+    def budget_of(self, tenant: str) -> BudgetConfig | None:
+        found = self._store.current.config.tenants.get(tenant)
+        return found.budget if found is not None else None
+
+
+def redis_pool(url: str) -> aioredis.BlockingConnectionPool:
+    """Requests wait for a free connection rather than fail when many budget checks run at once."""
+    pool: aioredis.BlockingConnectionPool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=128, timeout=5, socket_timeout=5, socket_connect_timeout=2
+    )
+    return pool
+
+
+async def open_gateway(
+    stack: AsyncExitStack,
+    settings: Settings,
+    *,
+    client_factory: ClientFactory | None,
+    counter: TokenCounter | None,
+) -> GatewayState:
+    store = ConfigStore(settings.config, counter=counter)
+    live = LiveConfig(store)
+    redis_url = settings.redis_url
+    if redis_url is None:
+        embedded = EmbeddedRedis(settings.data_dir / "redis")
+        redis_url = embedded.start()
+        stack.callback(embedded.stop)
+        log.info("embedded_redis_started", url=redis_url)
+    redis = aioredis.Redis(connection_pool=redis_pool(redis_url))
+    stack.push_async_callback(redis.aclose)
+    ledger_config = live.config().ledger
+    ledger = Ledger(redis, spool_dir=settings.data_dir / "spool", config=ledger_config)
+    await ledger.start()
+    stack.push_async_callback(ledger.close, 10.0)
+    samples = SampleWriter(redis, config=live.sampling)
+    await samples.start()
+    stack.push_async_callback(samples.close)
+    pool = UpstreamPool(client_factory or partial(default_client, transport=settings.http_transport))
+    stack.push_async_callback(pool.aclose)
+    background = Background()
+    stack.push_async_callback(background.aclose)
+    observers = (
+        RequestLog(),
+        LedgerRecorder(ledger, config=live.config, counter=live.counter),
+        Sampler(samples, config=live.sampling),
+    )
+    pipeline = Pipeline(
+        store=store,
+        pool=pool,
+        redis=redis,
+        observers=observers,
+        background=background,
+        budgets=Budgets(redis, budget_of=live.budget_of, config=ledger_config),
+    )
+    return GatewayState(
+        settings=settings,
+        store=store,
+        pool=pool,
+        redis=redis,
+        pipeline=pipeline,
+        ledger=ledger,
+        reader=LedgerReader(redis, keys=ledger.keys, budget_of=live.budget_of),
+        samples=samples,
+    )

@@ -1,0 +1,139 @@
+"""Step 8: what each request cost, as cost events for the ledger, and the budget hold taken before it.
+
+One event per upstream call: the request's own (id = request id), and one per side call (summaries,
+embeddings: ``<rid>:summary:1``, parent = the request). The request's event carries the counterfactual:
+what forwarding the client's request unchanged to the model it asked for would have cost, at the tier that
+request would have hit. Side events carry none, so the saving summed over a request's events is net of what
+its compression cost.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gateway.config import GatewayConfig, ModelConfig
+from gateway.ledger import CostEvent, Ledger
+from gateway.pricing import price
+from gateway.record import RequestRecord, SideCall
+from gateway.tokens.counter import TokenCounter
+from gateway.types import Usage
+
+DEFAULT_MAX_OUTPUT_TOKENS = 4_096
+PROBE_TENANT = "probe"
+
+
+def max_cost_nanos(model: ModelConfig | None, input_tokens: int, body: Mapping[str, Any]) -> int:
+    """The most a request can cost: its input, plus its output cap (``max_completion_tokens`` /
+    ``max_tokens``, else the model's ``max_output_tokens``, else 4,096), at the tier that input hits."""
+    if model is None or model.pricing is None:
+        return 0
+    cap = body.get("max_completion_tokens") or body.get("max_tokens")
+    output = (
+        cap if isinstance(cap, int) and cap > 0 else (model.max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS)
+    )
+    return price(Usage(input_tokens=input_tokens, output_tokens=output), model.pricing).total_nanos
+
+
+class LedgerRecorder:
+    """An observer (runs after the response): turns a finished request into cost events."""
+
+    def __init__(
+        self, ledger: Ledger, *, config: Callable[[], GatewayConfig], counter: Callable[[], TokenCounter]
+    ) -> None:
+        self._ledger = ledger
+        self._config = config
+        self._counter = counter
+
+    def __call__(self, record: RequestRecord) -> None:
+        if record.tenant is None:
+            return
+        config = self._config()
+        tenant = record.bill_tenant or record.tenant.name
+        if record.called_model is not None:
+            self._ledger.record(self.main_event(record, config, tenant))
+        kinds: Counter[str] = Counter()
+        for call in record.side_calls:
+            kinds[call.kind] += 1
+            self._ledger.record(self.side_event(record, call, config, tenant, kinds[call.kind]))
+
+    def main_event(self, record: RequestRecord, config: GatewayConfig, tenant: str) -> CostEvent:
+        assert record.tenant is not None and record.called_model is not None
+        usage = record.usage or self.estimate(record)
+        called = config.models.get(record.called_model)
+        cost = price(usage, called.pricing) if called and called.pricing else None
+        requested = config.models.get(record.requested_model or "")
+        counterfactual = cost.total_nanos if cost else 0
+        if (
+            record.prompt_tokens is not None
+            and record.action != "forward"
+            and requested
+            and requested.pricing
+        ):
+            unchanged = Usage(
+                input_tokens=record.prompt_tokens,
+                cached_input_tokens=min(usage.cached_input_tokens, record.prompt_tokens),
+                output_tokens=usage.output_tokens,
+            )
+            counterfactual = price(unchanged, requested.pricing).total_nanos
+        return CostEvent(
+            id=record.request_id,
+            time_ms=int(record.started_at * 1000),
+            tenant=tenant,
+            key_id=record.tenant.key_id,
+            requested_model=record.requested_model or record.called_model,
+            model=record.called_model,
+            provider=record.provider or "",
+            action=record.action,
+            input_tokens=usage.input_tokens,
+            cached_tokens=usage.cached_input_tokens,
+            output_tokens=usage.output_tokens,
+            reasoning_tokens=usage.reasoning_tokens,
+            tier=None if cost is None or cost.tier is None else f"tier{cost.tier}",
+            cost_nanos=cost.total_nanos if cost else 0,
+            counterfactual_nanos=counterfactual,
+            estimated=usage.estimated,
+            status=record.status,
+            latency_ms=int((record.total_seconds or 0) * 1000),
+            stream=record.stream,
+        )
+
+    def side_event(
+        self, record: RequestRecord, call: SideCall, config: GatewayConfig, tenant: str, n: int
+    ) -> CostEvent:
+        assert record.tenant is not None
+        usage = call.usage or Usage(estimated=True)
+        model = config.models.get(call.model)
+        cost = price(usage, model.pricing) if model and model.pricing else None
+        return CostEvent(
+            id=f"{record.request_id}:{call.kind}:{n}",
+            time_ms=int(time.time() * 1000),
+            tenant=tenant,
+            key_id=record.tenant.key_id,
+            requested_model=call.model,
+            model=call.model,
+            provider=call.provider,
+            action=call.kind,
+            input_tokens=usage.input_tokens,
+            cached_tokens=usage.cached_input_tokens,
+            output_tokens=usage.output_tokens,
+            reasoning_tokens=usage.reasoning_tokens,
+            tier=None if cost is None or cost.tier is None else f"tier{cost.tier}",
+            cost_nanos=cost.total_nanos if cost else 0,
+            estimated=usage.estimated,
+            parent_id=record.request_id,
+            status=call.status,
+            latency_ms=int(call.seconds * 1000),
+        )
+
+    def estimate(self, record: RequestRecord) -> Usage:
+        """No usage from the upstream (a stream cut short): the tokens the gateway sent and relayed."""
+        model = record.called_model or ""
+        output = self._counter().count_text(model, record.output_text) if record.output_text else 0
+        return Usage(
+            input_tokens=record.forwarded_tokens or record.prompt_tokens or 0,
+            output_tokens=output,
+            estimated=True,
+        )

@@ -1,0 +1,240 @@
+"""The compressors' seams, supplied by the gateway: a Redis cache per tenant, the cheap model and the
+embeddings model called through the upstream pool (each call priced as its own cost event)."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+
+from compressors.protocols import Message
+from compressors.retrieval import RetrievalRequest, RetrievalSettings, RetrieveRelevantChunks
+from compressors.summary import CannotCompress, SummarizeOldTurns, SummaryFailed, SummarySettings
+from gateway.errors import GatewayError
+from gateway.planning import TransformFailed
+from gateway.record import RequestRecord, SideCall
+from gateway.runtime import Runtime
+from gateway.tokens.adapter import ModelTokens
+from gateway.upstream import UpstreamPool, send
+from gateway.usage import usage_from_openai
+from policies import Action, Decision, Facts
+
+MAX_RETRIEVERS = 64
+
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+class RedisCache:
+    """``compressors.protocols.Cache`` on Redis, every key under the tenant's hash tag."""
+
+    def __init__(self, redis: aioredis.Redis, tenant: str, area: str) -> None:
+        self._redis = redis
+        self._prefix = f"gw:{{{tenant}}}:{area}:"
+        self._tokens: dict[str, str] = {}
+
+    async def get(self, key: str) -> bytes | None:
+        value = await self._redis.get(self._prefix + key)
+        return value.encode() if isinstance(value, str) else value
+
+    async def set(self, key: str, value: bytes, *, ttl_seconds: int) -> None:
+        await self._redis.set(self._prefix + key, value, ex=ttl_seconds)
+
+    async def acquire(self, key: str, *, ttl_seconds: float) -> bool:
+        token = secrets.token_hex(8)
+        taken = await self._redis.set(
+            self._prefix + "lock:" + key, token, nx=True, px=int(ttl_seconds * 1000)
+        )
+        if taken:
+            self._tokens[key] = token
+        return bool(taken)
+
+    async def release(self, key: str) -> None:
+        token = self._tokens.pop(key, None)
+        if token is not None:  # only the holder frees a lock, and only its own
+            await self._redis.eval(_RELEASE, 1, self._prefix + "lock:" + key, token)
+
+
+class UpstreamCompleter:
+    """The cheap model, called like any other chat model; each call lands in the record as a side call."""
+
+    def __init__(self, pool: UpstreamPool, runtime: Runtime, model: str, record: RequestRecord) -> None:
+        self._pool, self._runtime, self._model, self._record = pool, runtime, model, record
+
+    async def complete(self, messages: Sequence[Message], *, max_tokens: int) -> str:
+        body = {"messages": list(messages), "max_completion_tokens": max_tokens, "stream": False}
+        data = await _call(
+            self._pool, self._runtime, self._model, "/chat/completions", body, self._record, "summary"
+        )
+        try:
+            content = data["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise RuntimeError("the cheap model's answer has no message content") from exc
+        if not isinstance(content, str):
+            raise RuntimeError("the cheap model's answer has no text")
+        return content
+
+
+class UpstreamEmbedder:
+    def __init__(self, pool: UpstreamPool, runtime: Runtime, model: str, record: RequestRecord) -> None:
+        self._pool, self._runtime, self._model, self._record = pool, runtime, model, record
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        data = await _call(
+            self._pool,
+            self._runtime,
+            self._model,
+            "/embeddings",
+            {"input": list(texts)},
+            self._record,
+            "embeddings",
+        )
+        items = sorted(data["data"], key=lambda item: item["index"])
+        return [list(item["embedding"]) for item in items]
+
+
+async def _call(
+    pool: UpstreamPool,
+    runtime: Runtime,
+    model: str,
+    path: str,
+    body: dict[str, Any],
+    record: RequestRecord,
+    kind: str,
+) -> Any:
+    started = time.perf_counter()
+    try:
+        exchange = await send(
+            pool,
+            runtime.candidates(model),
+            path=path,
+            body_for=lambda route: orjson.dumps({**body, "model": route.upstream_model}),
+            incoming_headers={},
+            stream=False,
+        )
+    except GatewayError as exc:
+        record.side_calls.append(
+            SideCall(kind, model, "", None, time.perf_counter() - started, exc.status_code)
+        )
+        raise
+    data = orjson.loads(exchange.response.content)
+    usage = usage_from_openai(data.get("usage") if isinstance(data, dict) else None)
+    record.side_calls.append(
+        SideCall(
+            kind,
+            exchange.route.public_model,
+            exchange.route.provider_name,
+            usage,
+            time.perf_counter() - started,
+            exchange.response.status_code,
+        )
+    )
+    return data
+
+
+class CompressorTransforms:
+    """Runs the policy's transforms for one request (``planning.Transforms``)."""
+
+    def __init__(
+        self,
+        *,
+        runtime: Runtime,
+        pool: UpstreamPool,
+        redis: aioredis.Redis,
+        record: RequestRecord,
+        retrievers: dict[tuple[str, RetrievalSettings], RetrieveRelevantChunks],
+    ) -> None:
+        self._runtime, self._pool, self._redis, self._record = runtime, pool, redis, record
+        self._retrievers = retrievers
+
+    async def run(self, step: Action, messages: list[Any], decision: Decision, facts: Facts) -> list[Any]:
+        counter = ModelTokens(self._runtime.counter, decision.model)
+        if step is Action.COMPRESS:
+            return await self._compress(messages, decision, facts, counter)
+        if step is Action.RETRIEVE:
+            return await self._retrieve(messages, decision, facts, counter)
+        raise TransformFailed(f"unknown transform {step}")
+
+    async def precompute(self, messages: list[Any], decision: Decision, tenant: str) -> None:
+        """Build and cache the summary a later turn will need (run after the response)."""
+        counter = ModelTokens(self._runtime.counter, decision.model)
+        facts_tenant = Facts(tenant=tenant, model=decision.model, prompt_tokens=decision.tokens)
+        await self.summarizer(decision, facts_tenant, counter).precompute(
+            messages, self.summary_settings(decision)
+        )
+
+    def summary_settings(self, decision: Decision) -> SummarySettings:
+        settings = decision.compress
+        cheap = settings.cheap_model or decision.model
+        cheap_bands = self._runtime.engine.bands.get(cheap)
+        options: dict[str, Any] = {}
+        if settings.chunk_tokens is not None:
+            options["chunk_tokens"] = settings.chunk_tokens
+        return SummarySettings(
+            cheap_model=cheap,
+            target_tokens=settings.target_tokens,
+            keep_recent_turns=settings.keep_recent_turns,
+            keep_recent_tokens=settings.keep_recent_tokens,
+            cheap_context_tokens=cheap_bands.window if cheap_bands else 128_000,
+            **options,
+        )
+
+    def summarizer(self, decision: Decision, facts: Facts, counter: ModelTokens) -> SummarizeOldTurns:
+        cheap = decision.compress.cheap_model or decision.model
+        return SummarizeOldTurns(
+            counter=counter,
+            completer=UpstreamCompleter(self._pool, self._runtime, cheap, self._record),
+            cache=RedisCache(self._redis, facts.tenant, "summary"),
+        )
+
+    async def _compress(
+        self, messages: list[Any], decision: Decision, facts: Facts, counter: ModelTokens
+    ) -> list[Any]:
+        try:
+            result = await self.summarizer(decision, facts, counter).compress(
+                messages, self.summary_settings(decision)
+            )
+        except (SummaryFailed, CannotCompress) as exc:
+            raise TransformFailed(str(exc)) from exc
+        return list(result.messages)
+
+    async def _retrieve(
+        self, messages: list[Any], decision: Decision, facts: Facts, counter: ModelTokens
+    ) -> list[Any]:
+        rs = decision.retrieve
+        settings = RetrievalSettings(
+            document_min_tokens=rs.document_min_tokens,
+            chunk_min=rs.chunk_tokens_min,
+            chunk_max=rs.chunk_tokens_max,
+            overlap=rs.overlap_tokens,
+            budget_tokens=rs.budget_tokens,
+            hybrid=rs.hybrid and rs.embedding_model is not None,
+            embedding_model=rs.embedding_model or "",
+        )
+        cache = RedisCache(self._redis, facts.tenant, "retrieval")
+        if settings.hybrid and rs.embedding_model:
+            # the embedder bills its calls to this request, so a hybrid retriever lives for one request
+            embedder = UpstreamEmbedder(self._pool, self._runtime, rs.embedding_model, self._record)
+            retriever = RetrieveRelevantChunks(settings, cache=cache, embedder=embedder)
+        else:
+            retriever = self._retrievers.get((facts.tenant, settings)) or self._keep(
+                facts.tenant, settings, cache
+            )
+        result = await retriever(RetrievalRequest(messages=messages, counter=counter))
+        if result.outcome != "retrieved":
+            raise TransformFailed(f"retrieval could not cut the request ({result.outcome.replace('_', ' ')})")
+        return list(result.messages)
+
+    def _keep(self, tenant: str, settings: RetrievalSettings, cache: RedisCache) -> RetrieveRelevantChunks:
+        """A long-lived retriever per tenant and settings (it keeps recent indexes in memory), bounded."""
+        while len(self._retrievers) >= MAX_RETRIEVERS:
+            self._retrievers.pop(next(iter(self._retrievers)))
+        retriever = RetrieveRelevantChunks(settings, cache=cache)
+        self._retrievers[(tenant, settings)] = retriever
+        return retriever
