@@ -7,18 +7,16 @@ from __future__ import annotations
 
 import re
 import secrets
-import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-import anyio
-import httpx
 import orjson
 import redis.asyncio as aioredis
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from gateway import body as bodies
+from gateway import replies
 from gateway.admission import Hold
 from gateway.auth import presented_key
 from gateway.background import Background
@@ -30,14 +28,13 @@ from gateway.record import Observer, RequestRecord, notify
 from gateway.reload import ConfigStore
 from gateway.runtime import Route, Runtime
 from gateway.sampling.decide import is_probe
+from gateway.sampling.logprobs import LogprobTally
 from gateway.streaming import ChatStreamReader
 from gateway.transforms import CompressorTransforms
 from gateway.types import Tenant
 from gateway.upstream import Exchange, UpstreamPool, send
-from gateway.usage import usage_from_openai
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
-PASSED_UPSTREAM_HEADERS = ("openai-processing-ms", "openai-version", "x-ratelimit-")
 
 
 def request_id_for(headers: Mapping[str, str]) -> str:
@@ -128,7 +125,9 @@ class Pipeline:
         record.forwarded_tokens = plan.forwarded_tokens
         self.after_response(runtime, record, plan)
         if record.stream:
-            return self.relay_stream(record, exchange, strip_usage_chunk=add_usage)
+            return self.relay_stream(
+                record, exchange, strip_usage_chunk=add_usage, logprobs=bool(body.get("logprobs"))
+            )
         return self.respond(record, exchange)
 
     async def embeddings(self, request: Request) -> Response:
@@ -231,79 +230,20 @@ class Pipeline:
         notify(self.observers, record)
 
     def respond(self, record: RequestRecord, exchange: Exchange) -> Response:
-        upstream = exchange.response
-        content = upstream.content
-        record.upstream_seconds = time.perf_counter() - exchange.started
-        if upstream.headers.get("content-type", "").startswith("application/json"):
-            _read_completion(record, content)
-        response = Response(
-            content=content,
-            status_code=upstream.status_code,
-            media_type=upstream.headers.get("content-type", "application/json"),
-            headers=self.headers(record, upstream),
-        )
+        response = replies.complete(record, exchange)
         notify(self.observers, record)
         return response
 
-    def relay_stream(self, record: RequestRecord, exchange: Exchange, *, strip_usage_chunk: bool) -> Response:
-        upstream = exchange.response
-        reader = ChatStreamReader(strip_usage_chunk=strip_usage_chunk, started=exchange.started)
-
-        async def relay() -> AsyncIterator[bytes]:
-            finished = False
-            try:
-                async for chunk in upstream.aiter_raw():
-                    out = reader.feed(chunk)
-                    if out:
-                        yield out
-                tail = reader.flush()
-                if tail:
-                    yield tail
-                finished = True
-            except httpx.HTTPError:
-                record.error_type = "upstream_stream_broken"
-            finally:
-                record.client_disconnected = not finished and record.error_type is None
-                with anyio.CancelScope(shield=True):
-                    await upstream.aclose()
-                record.upstream_seconds = time.perf_counter() - exchange.started
-                record.first_token_seconds = reader.first_token_seconds
-                record.finish_reason = reader.finish_reason
-                record.output_text_chars = len(reader.output_text)
-                record.usage = usage_from_openai(reader.usage)
-                notify(self.observers, record)
-
-        return StreamingResponse(
-            relay(),
-            status_code=upstream.status_code,
-            media_type=upstream.headers.get("content-type", "text/event-stream"),
-            headers=self.headers(record, upstream),
+    def relay_stream(
+        self, record: RequestRecord, exchange: Exchange, *, strip_usage_chunk: bool, logprobs: bool = False
+    ) -> Response:
+        return replies.relay(
+            record,
+            exchange,
+            reader=ChatStreamReader(strip_usage_chunk=strip_usage_chunk, started=exchange.started),
+            tally=LogprobTally() if logprobs else None,
+            done=lambda: notify(self.observers, record),
         )
-
-    def headers(self, record: RequestRecord, upstream: httpx.Response | None = None) -> dict[str, str]:
-        headers = {
-            "x-request-id": record.request_id,
-            "x-gateway-request-id": record.request_id,
-            "x-gateway-action": record.action,
-        }
-        if record.called_model:
-            headers["x-gateway-model"] = record.called_model
-        if record.prompt_tokens is not None:
-            headers["x-gateway-prompt-tokens"] = str(record.prompt_tokens)
-        if record.forwarded_tokens is not None:
-            headers["x-gateway-forwarded-tokens"] = str(record.forwarded_tokens)
-        if record.warnings:
-            headers["x-gateway-warning"] = "; ".join(record.warnings)
-        if record.proposed_action:
-            headers["x-gateway-proposed-action"] = record.proposed_action
-        if upstream is not None:
-            for name, value in upstream.headers.items():
-                if name.startswith(PASSED_UPSTREAM_HEADERS):
-                    headers[name] = value
-            upstream_id = upstream.headers.get("x-request-id")
-            if upstream_id:
-                headers["x-upstream-request-id"] = upstream_id
-        return headers
 
 
 def _include_usage(body: Mapping[str, Any]) -> bool:
@@ -356,16 +296,3 @@ def _model_of(raw: bytes, content_type: str) -> str | None:
         return None
     model = data.get("model") if isinstance(data, dict) else None
     return model if isinstance(model, str) else None
-
-
-def _read_completion(record: RequestRecord, content: bytes) -> None:
-    try:
-        data = orjson.loads(content)
-    except orjson.JSONDecodeError:
-        return
-    if not isinstance(data, dict):
-        return
-    record.usage = usage_from_openai(data.get("usage"))
-    choices = data.get("choices")
-    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-        record.finish_reason = choices[0].get("finish_reason")

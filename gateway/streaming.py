@@ -5,6 +5,7 @@ client's behalf is dropped when the client did not ask for it."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -24,6 +25,8 @@ class ChatStreamReader:
         self.model: str | None = None
         self.done = False
         self.output_parts: list[str] = []
+        self.on_chunk: Callable[[dict[str, Any]], None] | None = None
+        """Called with every parsed chunk (e.g. to tally logprobs)."""
         self._buffer = b""
 
     def feed(self, chunk: bytes) -> bytes:
@@ -65,6 +68,8 @@ class ChatStreamReader:
             return True
         if not isinstance(data, dict):
             return True
+        if self.on_chunk is not None:
+            self.on_chunk(data)
         usage = data.get("usage")
         if usage:
             self.usage = usage

@@ -109,17 +109,24 @@ def phrase_scores(
     for phrase in phrases(question):
         if phrase.first not in index.vocabulary or phrase.second not in index.vocabulary:
             continue
-        inside = np.zeros(len(scores), dtype=bool)
-        for variant in {phrase.text, phrase.text[:1].upper() + phrase.text[1:]}:
+        variants = (
+            {phrase.text}
+            if phrase.text[:1].isascii()
+            else {phrase.text, phrase.text[:1].upper() + phrase.text[1:]}
+        )
+        coverage = np.zeros(len(scores) + 1, dtype=np.int64)
+        for variant in variants:
             needle = variant.encode("utf-8", "surrogatepass")
             positions = np.asarray(_occurrences(folded, needle), dtype=np.int64)
             first = np.searchsorted(ends, positions + len(needle), side="left")
             last = np.searchsorted(starts, positions, side="right")
-            for low, high in zip(first[first < last].tolist(), last[first < last].tolist(), strict=True):
-                inside[low:high] = True
-        if inside.any():
+            inside = first < last  # the chunks first..last-1 hold this occurrence whole
+            np.add.at(coverage, first[inside], 1)
+            np.add.at(coverage, last[inside], -1)
+        holding = np.cumsum(coverage[:-1]) > 0
+        if holding.any():
             weight = (index.idf(phrase.first) + index.idf(phrase.second)) / 2
-            boosted = boosted + np.where(inside, np.float32(weight), np.float32(0))
+            boosted = boosted + np.where(holding, np.float32(weight), np.float32(0))
     return np.asarray(boosted, dtype=np.float32)
 
 

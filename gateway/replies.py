@@ -1,0 +1,130 @@
+"""Step 10: the answer to the client, a whole body or a relayed stream, with the gateway's headers; and
+what the gateway learns from it on the way (usage, finish reason, first token, logprobs)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+
+import anyio
+import httpx
+import orjson
+from starlette.responses import Response, StreamingResponse
+
+from gateway.record import RequestRecord
+from gateway.sampling.logprobs import LogprobTally, completion_logprobs
+from gateway.streaming import ChatStreamReader
+from gateway.upstream import Exchange
+from gateway.usage import usage_from_openai
+
+PASSED_UPSTREAM_HEADERS = ("openai-processing-ms", "openai-version", "x-ratelimit-")
+
+
+def headers(record: RequestRecord, upstream: httpx.Response | None = None) -> dict[str, str]:
+    out = {
+        "x-request-id": record.request_id,
+        "x-gateway-request-id": record.request_id,
+        "x-gateway-action": record.action,
+    }
+    if record.called_model:
+        out["x-gateway-model"] = record.called_model
+    if record.prompt_tokens is not None:
+        out["x-gateway-prompt-tokens"] = str(record.prompt_tokens)
+    if record.forwarded_tokens is not None:
+        out["x-gateway-forwarded-tokens"] = str(record.forwarded_tokens)
+    if record.warnings:
+        out["x-gateway-warning"] = "; ".join(record.warnings)
+    if record.proposed_action:
+        out["x-gateway-proposed-action"] = record.proposed_action
+    if upstream is not None:
+        for name, value in upstream.headers.items():
+            if name.startswith(PASSED_UPSTREAM_HEADERS):
+                out[name] = value
+        upstream_id = upstream.headers.get("x-request-id")
+        if upstream_id:
+            out["x-upstream-request-id"] = upstream_id
+    return out
+
+
+def complete(record: RequestRecord, exchange: Exchange) -> Response:
+    """A non-streaming answer: the upstream's bytes, unchanged."""
+    upstream = exchange.response
+    content = upstream.content
+    record.upstream_seconds = time.perf_counter() - exchange.started
+    if upstream.headers.get("content-type", "").startswith("application/json"):
+        read_completion(record, content)
+    return Response(
+        content=content,
+        status_code=upstream.status_code,
+        media_type=upstream.headers.get("content-type", "application/json"),
+        headers=headers(record, upstream),
+    )
+
+
+def read_completion(record: RequestRecord, content: bytes) -> None:
+    try:
+        data = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return
+    if not isinstance(data, dict):
+        return
+    record.usage = usage_from_openai(data.get("usage"))
+    choices = data.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        record.finish_reason = choices[0].get("finish_reason")
+        message = choices[0].get("message")
+        if isinstance(message, dict) and isinstance(message.get("content"), str):
+            record.output_text_chars = len(message["content"])
+    summary = completion_logprobs(data)
+    if summary is not None:
+        summary.apply(record)
+
+
+def relay(
+    record: RequestRecord,
+    exchange: Exchange,
+    *,
+    reader: ChatStreamReader,
+    tally: LogprobTally | None,
+    done: Callable[[], None],
+) -> StreamingResponse:
+    """Relay the upstream's stream as it arrives. Whatever ends it (the end, a broken upstream, a client
+    that went away) the upstream call is closed and ``done`` runs with what was learnt."""
+    upstream = exchange.response
+    if tally is not None:
+        reader.on_chunk = tally.add_chunk
+
+    async def body() -> AsyncIterator[bytes]:
+        finished = False
+        try:
+            async for chunk in upstream.aiter_raw():
+                out = reader.feed(chunk)
+                if out:
+                    yield out
+            tail = reader.flush()
+            if tail:
+                yield tail
+            finished = True
+        except httpx.HTTPError:
+            record.error_type = "upstream_stream_broken"
+        finally:
+            record.client_disconnected = not finished and record.error_type is None
+            with anyio.CancelScope(shield=True):
+                await upstream.aclose()
+            record.upstream_seconds = time.perf_counter() - exchange.started
+            record.first_token_seconds = reader.first_token_seconds
+            record.finish_reason = reader.finish_reason
+            record.output_text = reader.output_text
+            record.output_text_chars = len(record.output_text)
+            record.usage = usage_from_openai(reader.usage)
+            summary = tally.summary() if tally is not None else None
+            if summary is not None:
+                summary.apply(record)
+            done()
+
+    return StreamingResponse(
+        body(),
+        status_code=upstream.status_code,
+        media_type=upstream.headers.get("content-type", "text/event-stream"),
+        headers=headers(record, upstream),
+    )
