@@ -16,7 +16,7 @@ from typing import Any
 
 from gateway.config import GatewayConfig, ModelConfig
 from gateway.ledger import CostEvent, Ledger
-from gateway.pricing import price
+from gateway.pricing import Cost, price
 from gateway.record import RequestRecord, SideCall
 from gateway.tokens.counter import TokenCounter
 from gateway.types import Usage
@@ -62,10 +62,9 @@ class LedgerRecorder:
     def main_event(self, record: RequestRecord, config: GatewayConfig, tenant: str) -> CostEvent:
         assert record.tenant is not None and record.called_model is not None
         usage = record.usage or self.estimate(record)
-        called = config.models.get(record.called_model)
-        cost = price(usage, called.pricing) if called and called.pricing else None
-        requested = config.models.get(record.requested_model or "")
+        cost = cost_of(usage, config.models.get(record.called_model))
         counterfactual = cost.total_nanos if cost else 0
+        requested = config.models.get(record.requested_model or "")
         if (
             record.prompt_tokens is not None
             and record.action != "forward"
@@ -87,17 +86,11 @@ class LedgerRecorder:
             model=record.called_model,
             provider=record.provider or "",
             action=record.action,
-            input_tokens=usage.input_tokens,
-            cached_tokens=usage.cached_input_tokens,
-            output_tokens=usage.output_tokens,
-            reasoning_tokens=usage.reasoning_tokens,
-            tier=None if cost is None or cost.tier is None else f"tier{cost.tier}",
-            cost_nanos=cost.total_nanos if cost else 0,
             counterfactual_nanos=counterfactual,
-            estimated=usage.estimated,
             status=record.status,
             latency_ms=int((record.total_seconds or 0) * 1000),
             stream=record.stream,
+            **_priced(usage, cost),
         )
 
     def side_event(
@@ -105,8 +98,6 @@ class LedgerRecorder:
     ) -> CostEvent:
         assert record.tenant is not None
         usage = call.usage or Usage(estimated=True)
-        model = config.models.get(call.model)
-        cost = price(usage, model.pricing) if model and model.pricing else None
         return CostEvent(
             id=f"{record.request_id}:{call.kind}:{n}",
             time_ms=int(time.time() * 1000),
@@ -116,16 +107,10 @@ class LedgerRecorder:
             model=call.model,
             provider=call.provider,
             action=call.kind,
-            input_tokens=usage.input_tokens,
-            cached_tokens=usage.cached_input_tokens,
-            output_tokens=usage.output_tokens,
-            reasoning_tokens=usage.reasoning_tokens,
-            tier=None if cost is None or cost.tier is None else f"tier{cost.tier}",
-            cost_nanos=cost.total_nanos if cost else 0,
-            estimated=usage.estimated,
             parent_id=record.request_id,
             status=call.status,
             latency_ms=int(call.seconds * 1000),
+            **_priced(usage, cost_of(usage, config.models.get(call.model))),
         )
 
     def estimate(self, record: RequestRecord) -> Usage:
@@ -137,3 +122,23 @@ class LedgerRecorder:
             output_tokens=output,
             estimated=True,
         )
+
+
+def cost_of(usage: Usage, model: ModelConfig | None) -> Cost | None:
+    """The price of ``usage`` on ``model``; None when the config gives the model no prices."""
+    if model is None or model.pricing is None:
+        return None
+    return price(usage, model.pricing)
+
+
+def _priced(usage: Usage, cost: Cost | None) -> dict[str, Any]:
+    """The token and money fields a cost event takes from a usage and its price."""
+    return {
+        "input_tokens": usage.input_tokens,
+        "cached_tokens": usage.cached_input_tokens,
+        "output_tokens": usage.output_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
+        "tier": None if cost is None or cost.tier is None else f"tier{cost.tier}",
+        "cost_nanos": cost.total_nanos if cost else 0,
+        "estimated": usage.estimated,
+    }
