@@ -7,7 +7,7 @@ when the request fails before it reaches a model. Requests from a trusted probe 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from gateway.ledger import Budgets, Reservation
 from gateway.metering import PROBE_TENANT
@@ -22,14 +22,24 @@ class Hold:
         self._reservation: Reservation | None = None
 
     async def take(
-        self, runtime: Runtime, record: RequestRecord, headers: Mapping[str, str], max_cost_nanos: int
+        self,
+        runtime: Runtime,
+        record: RequestRecord,
+        headers: Mapping[str, str],
+        max_cost_nanos: Callable[[], int],
     ) -> None:
-        """Raises BudgetExceeded (429) or ServiceUnavailable (503, budget unreadable and failing closed)."""
+        """Raises BudgetExceeded (429) or ServiceUnavailable (503, budget unreadable and failing closed).
+
+        ``max_cost_nanos`` is only computed for a tenant that has a budget."""
         assert record.tenant is not None
         if trusted_probe(headers, tenant=record.tenant.name, config=runtime.config.sampling):
             record.bill_tenant = PROBE_TENANT
             return
-        self._reservation = await self._budgets.reserve(record.tenant.name, record.request_id, max_cost_nanos)
+        if self._budgets.budget_of(record.tenant.name) is None:
+            return
+        self._reservation = await self._budgets.reserve(
+            record.tenant.name, record.request_id, max_cost_nanos()
+        )
         if self._reservation is not None and self._reservation.warning:
             record.warnings = (*record.warnings, self._reservation.warning)
 

@@ -23,6 +23,7 @@ tokens exceed (strictly: 272,000 is not above 272,000) applies.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -96,15 +97,10 @@ def price_at_tier(usage: Usage, pricing: ModelPricing, tier: int | None) -> Cost
             raise ValueError(f"usage.{field} is negative")
     if tier is not None and not 0 <= tier < len(pricing.tiers):
         raise ValueError(f"no tier {tier}; the model has {len(pricing.tiers)}")
-    rates = _Rates(
-        input=nanos_per_token(pricing.input),
-        cached=nanos_per_token(pricing.cached_input if pricing.cached_input is not None else pricing.input),
-        output=nanos_per_token(pricing.output),
-        cached_is_input=pricing.cached_input is None,
-    )
+    rates = _rates(pricing)
     cached = min(usage.cached_input_tokens, usage.input_tokens)
     uncached_amount, cached_amount = _input(usage.input_tokens - cached, cached, rates, pricing.tiers, tier)
-    output_amount = Fraction(usage.output_tokens * rates.output)
+    output_amount: Fraction | int = usage.output_tokens * rates.output
     if tier is not None:
         chosen = pricing.tiers[tier]
         if chosen.scope == "whole_request" or usage.input_tokens > chosen.above_input_tokens:
@@ -124,12 +120,23 @@ def price_at_tier(usage: Usage, pricing: ModelPricing, tier: int | None) -> Cost
     )
 
 
+@functools.lru_cache(maxsize=256)
+def _rates(pricing: ModelPricing) -> _Rates:
+    """Nano-dollars per token of each kind (computed once per price list: it is on every request)."""
+    return _Rates(
+        input=nanos_per_token(pricing.input),
+        cached=nanos_per_token(pricing.cached_input if pricing.cached_input is not None else pricing.input),
+        output=nanos_per_token(pricing.output),
+        cached_is_input=pricing.cached_input is None,
+    )
+
+
 def _input(
     uncached: int, cached: int, rates: _Rates, tiers: tuple[PriceTier, ...], tier: int | None
-) -> tuple[Fraction, Fraction]:
+) -> tuple[Fraction | int, Fraction | int]:
     """Exact (uncached, cached) input amounts in nano-dollars under ``tiers[tier]``."""
     if tier is None:
-        return Fraction(uncached * rates.input), Fraction(cached * rates.cached)
+        return uncached * rates.input, cached * rates.cached
     chosen = tiers[tier]
     input_multiplier = Fraction(chosen.input_multiplier)
     cached_multiplier = (

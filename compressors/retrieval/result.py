@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from compressors.protocols import Message, TokenCounter
+from compressors.protocols import Embedder, Message, TokenCounter
 
 Outcome = Literal["retrieved", "no_document", "under_budget", "no_room"]
 """retrieved: documents were excerpted. no_document: no block is large enough to be one.
@@ -25,6 +25,8 @@ class RetrievalRequest:
     """Overrides the settings' budget for this request (e.g. from the target model's price tier)."""
     prompt_tokens: int | None = None
     """The request's size as the gateway counted it; estimated from the chunking when absent."""
+    embedder: Embedder | None = None
+    """Embeds for this request (so its calls can be billed to it); else the retriever's own."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -102,7 +102,8 @@ class RetrieveRelevantChunks:
         if before <= budget:
             return _unchanged(request, "under_budget", before, chunks_total, len(placed), cache_hit)
         calls: list[EmbeddingCall] = []
-        order, hybrid_error = await self._rank(plan, placed, found_all, counter, calls)
+        embedder = request.embedder or self._embedder
+        order, hybrid_error = await self._rank(plan, placed, found_all, counter, embedder, calls)
         ranking = _per_document(order, placed)
         assembly = await asyncio.to_thread(
             assemble, messages, placed, ranking, counter=counter, budget=budget
@@ -166,6 +167,7 @@ class RetrieveRelevantChunks:
         placed: Sequence[Placed],
         found_all: Sequence[_Indexed],
         counter: TokenCounter,
+        embedder: Embedder | None,
         calls: list[EmbeddingCall],
     ) -> tuple[Order, str | None]:
         """All chunks of all documents, best first (global numbering in document order)."""
@@ -178,11 +180,11 @@ class RetrieveRelevantChunks:
                 ]
             )
         )
-        if not (self.settings.hybrid and self._embedder is not None and plan.question):
+        if not (self.settings.hybrid and embedder is not None and plan.question):
             return complete(lexical, size), None
         try:
             keys = [found.key for found in found_all]
-            dense = await self._dense_scores(self._embedder, plan.question, placed, keys, counter, calls)
+            dense = await self._dense_scores(embedder, plan.question, placed, keys, counter, calls)
         except Exception as exc:  # an optional ranking: fall back to BM25 alone and say why
             failure = exc.exceptions[0] if isinstance(exc, ExceptionGroup) else exc
             return complete(lexical, size), type(failure).__name__

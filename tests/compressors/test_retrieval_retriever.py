@@ -65,10 +65,14 @@ class HashingEmbedder:
         return vectors
 
 
+@dataclass
 class ConceptEmbedder:
     """Knows that the lighthouse code is what "the treasure" means, which no word of it says."""
 
+    calls: list[int] = field(default_factory=list)
+
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls.append(len(texts))
         return [
             [1.0 if ("4821-ALPHA" in text or "treasure" in text) else 0.0, 0.0 if "treasure" in text else 1.0]
             for text in texts
@@ -267,6 +271,24 @@ async def test_retriever_hybrid_finds_chunks_that_share_no_word_with_the_questio
     result = await RetrieveRelevantChunks(settings, embedder=ConceptEmbedder())(_request(messages, counter))
     assert ("4821-ALPHA" in result.messages[1]["content"]) is hybrid
     assert result.tokens_after <= 3_000
+
+
+@pytest.mark.anyio
+async def test_retriever_hybrid_takes_the_embedder_of_the_request(
+    counter: TiktokenCounter, haystack: str
+) -> None:
+    settings = RetrievalSettings(budget_tokens=3_000, hybrid=True, embedding_batch=64)
+    retriever = RetrieveRelevantChunks(settings, embedder=BrokenEmbedder())
+    first_embedder, second_embedder = ConceptEmbedder(), ConceptEmbedder()
+    messages = _ask(haystack, "Where is the treasure?")
+    result = await retriever(_request(messages, counter, embedder=first_embedder))
+    assert "4821-ALPHA" in result.messages[1]["content"]
+    assert result.hybrid_error is None
+    assert sum(first_embedder.calls) == result.chunks_total + 1
+    second = await retriever(_request(messages, counter, embedder=second_embedder))
+    assert second_embedder.calls == [1]  # the chunk vectors are remembered from the first request
+    assert second.hybrid_error is None
+    assert "4821-ALPHA" in second.messages[1]["content"]
 
 
 @pytest.mark.anyio
