@@ -22,12 +22,12 @@ from gateway.config import ModelConfig
 from gateway.tokens import bound
 from gateway.tokens.cache import LRUCache
 from gateway.tokens.config import CountingConfig
-from gateway.tokens.encodings import choose_encoding
+from gateway.tokens.encodings import EncodingChoice, choose_encoding
 from gateway.tokens.images import rule_for
 from gateway.tokens.messages import REPLY_PRIMER, MessageTokens, count_message
 from gateway.tokens.profile import Profile
 from gateway.tokens.tools import count_tools, overheads_for
-from gateway.tokens.vocab import SUPPORTED_ENCODINGS, UnknownEncoding, VocabularySource, load_vocabulary
+from gateway.tokens.vocab import PackagedEncodings, UnknownEncoding, VocabularySource
 
 _UNKNOWN_PROFILES = 256
 
@@ -57,10 +57,12 @@ class TokenCounter:
     ) -> None:
         if config.default_encoding not in encodings:
             raise UnknownEncoding(f"the default encoding {config.default_encoding!r} is not loaded")
-        self._encodings = dict(encodings)
+        self._encodings = encodings
         self._models = dict(models)
         self._config = config
-        self._profiles = {name: self._build_profile(name) for name in models}
+        for name in models:  # an unknown configured encoding fails now; loading waits for first use
+            self._choice(name)
+        self._profiles: dict[str, Profile] = {}
         self._unknown_profiles: LRUCache[Profile] = LRUCache(_UNKNOWN_PROFILES)
         self._cache: LRUCache[Any] = LRUCache(config.cache_entries)
 
@@ -72,10 +74,10 @@ class TokenCounter:
         *,
         source: VocabularySource | None = None,
     ) -> TokenCounter:
-        """Load and verify every packaged encoding (raises ``VocabularyError``), so that any model name,
-        configured or not, counts with its own encoding; a model whose configured encoding is unknown
-        fails here, at start-up."""
-        encodings = {name: load_vocabulary(name, source=source).encoding for name in SUPPORTED_ENCODINGS}
+        """Load and verify the default encoding and those of the configured models now (raises
+        ``VocabularyError``: a bad vocabulary or an unknown configured encoding fails at start-up); any
+        other packaged encoding is loaded the first time an unconfigured model needs it."""
+        encodings = PackagedEncodings(source=source, preload=[config.default_encoding])
         return cls(encodings=encodings, models=models, config=config)
 
     def with_config(self, config: CountingConfig, models: Mapping[str, ModelConfig]) -> TokenCounter:
@@ -90,13 +92,16 @@ class TokenCounter:
         known = self._profiles.get(model)
         if known is not None:
             return known
+        if model in self._models:
+            known = self._profiles[model] = self._build_profile(model)
+            return known
         cached = self._unknown_profiles.get(model)
         if cached is None:
             cached = self._build_profile(model)
             self._unknown_profiles.put(model, cached)
         return cached
 
-    def _build_profile(self, model: str) -> Profile:
+    def _choice(self, model: str) -> EncodingChoice:
         config = self._models.get(model)
         names = (config.upstream_model or model, model) if config is not None else (model,)
         choice = choose_encoding(
@@ -104,7 +109,15 @@ class TokenCounter:
             configured=config.encoding if config is not None else None,
             default=self._config.default_encoding,
         )
-        encoding = self._encodings.get(choice.name)
+        if choice.name not in self._encodings:
+            raise UnknownEncoding(f"model {model!r}: encoding {choice.name!r} is not loaded")
+        return choice
+
+    def _build_profile(self, model: str) -> Profile:
+        config = self._models.get(model)
+        names = (config.upstream_model or model, model) if config is not None else (model,)
+        choice = self._choice(model)
+        encoding = self._encodings.get(choice.name)  # loads a packaged encoding on first use
         if encoding is None:
             raise UnknownEncoding(f"model {model!r}: encoding {choice.name!r} is not loaded")
         return Profile(

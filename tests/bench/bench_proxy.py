@@ -1,7 +1,8 @@
 """Added latency, throughput, CPU per request and RSS of one gateway worker in front of the mock upstream.
 
 Run: ``.venv/bin/python -m tests.bench.bench_proxy [--seconds 20]``. The gateway is pinned to core 0; the
-mock upstream and this load generator share core 1. Requests are ~1 KB chat completions. Direct and
+fast mock upstream (tests/bench/fast_upstream.py) and the load generators share core 1: this process for
+the open-loop latency run, wrk (when installed) for the saturation run. Requests are ~1 KB chat completions. Direct and
 through-the-gateway requests are interleaved in the same run, so "added" compares like with like.
 """
 
@@ -27,6 +28,7 @@ from tests.bench.harness import (
     pinned,
     post_json,
     process,
+    wrk_throughput,
 )
 from tests.factories import TENANT_KEY, make_config, write_config
 
@@ -65,7 +67,10 @@ async def measure(mock: str, gateway: str, gateway_pid: int, seconds: float, pro
                 stderr=subprocess.DEVNULL,
             )
         cpu_before = cpu_seconds(gateway_pid)
-        done, elapsed = await closed_loop(through, 64, seconds)
+        measured = wrk_throughput(
+            f"{gateway}/v1/chat/completions", payload, headers, seconds=seconds, connections=64, core=1
+        )
+        done, elapsed = measured if measured is not None else await closed_loop(through, 64, seconds)
         if spy is not None:
             spy.wait()
         cpu_used = cpu_seconds(gateway_pid) - cpu_before
@@ -96,7 +101,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         mock_port, gateway_port = free_port(), free_port()
-        mock_args = pinned([PYTHON, "-m", "tests.mock.upstream", "--port", str(mock_port)], 1)
+        mock_args = pinned([PYTHON, "-m", "tests.bench.fast_upstream", "--port", str(mock_port)], 1)
         with process(mock_args, f"http://127.0.0.1:{mock_port}/v1/models", env={}, log=tmp_path / "mock.log"):
             config = make_config()
             config["providers"]["mock"]["base_url"] = f"http://127.0.0.1:{mock_port}/v1"

@@ -136,3 +136,33 @@ def summary(values: list[float]) -> str:
 
 
 PYTHON = sys.executable
+
+
+def wrk_throughput(
+    url: str, body: bytes, headers: dict[str, str], *, seconds: float, connections: int, core: int | None
+) -> tuple[int, float] | None:
+    """(requests, seconds) from wrk POSTing ``body``; None when wrk is not installed."""
+    if shutil.which("wrk") is None:
+        return None
+    import tempfile
+
+    lines = ['wrk.method = "POST"', f"wrk.body = [[{body.decode()}]]"]
+    lines += [f'wrk.headers["{name}"] = "{value}"' for name, value in headers.items()]
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write("\n".join(lines) + "\n")
+    args = pinned(["wrk", "-t1", f"-c{connections}", f"-d{int(seconds)}s", "-s", script.name, url], core)
+    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    os.unlink(script.name)
+    for line in out.splitlines():
+        if "requests in" in line:
+            count, _, rest = line.strip().partition(" requests in ")
+            duration = rest.split(",")[0]
+            return int(count), _seconds(duration)
+    raise RuntimeError(f"wrk printed no totals:\n{out}")
+
+
+def _seconds(text: str) -> float:
+    for unit, factor in (("ms", 0.001), ("us", 1e-6), ("m", 60.0), ("s", 1.0)):
+        if text.endswith(unit):
+            return float(text[: -len(unit)]) * factor
+    return float(text)

@@ -13,6 +13,7 @@ import pytest
 
 from gateway.tokens import vocab
 from gateway.tokens.vocab import (
+    PackagedEncodings,
     PackageVocabulary,
     UnknownEncoding,
     Vocabulary,
@@ -163,3 +164,26 @@ def test_vocabulary_refuses_a_constructor_that_does_not_load_a_file() -> None:
 def test_vocabulary_malformed_line_is_a_vocabulary_error() -> None:
     with pytest.raises(VocabularyError, match="malformed"):
         vocab._parse_ranks(b"aGVsbG8= 0\nonly-one-field\n", "x.tiktoken")
+
+
+def test_packaged_encodings_verify_every_file_at_start_but_load_lazily() -> None:
+    source = RecordingSource()
+    encodings = PackagedEncodings(source=source, preload=["o200k_base"])
+    assert sorted(source.asked) == [
+        "cl100k_base.tiktoken.gz",
+        "o200k_base.tiktoken.gz",
+        "o200k_base.tiktoken.gz",
+    ]
+    assert encodings.loaded() == ("o200k_base",)
+    assert "cl100k_base" in encodings and "p50k_base" not in encodings
+    assert encodings["cl100k_base"].encode("hello world") == [15339, 1917]
+    assert encodings.loaded() == ("o200k_base", "cl100k_base")
+
+
+def test_packaged_encodings_fail_at_start_on_a_tampered_unused_file() -> None:
+    tampered = gzip.decompress(PackageVocabulary().read("cl100k_base.tiktoken.gz")).replace(
+        b" 100\n", b" 101\n", 1
+    )
+    source = RecordingSource(replace={"cl100k_base.tiktoken.gz": gzip.compress(tampered)})
+    with pytest.raises(VocabularyMismatch):
+        PackagedEncodings(source=source, preload=["o200k_base"])
