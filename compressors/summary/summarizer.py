@@ -33,14 +33,19 @@ class Summarizer:
 
     async def summarize(self, pieces: Sequence[str], *, previous: str | None = None) -> str:
         """A summary of ``pieces`` (rendered blocks, oldest first), continuing ``previous`` if given."""
-        sized = [self._fit(piece) for piece in pieces]
         earlier = [] if previous is None else [previous]
-        total = sum(tokens for _, tokens in sized) + sum(self._counter.count_text(s) for s in earlier)
+        # Counting a long transcript takes tens of milliseconds: a worker thread does it, so the event
+        # loop keeps serving other requests meanwhile (the counter is thread-safe).
+        sized, earlier_tokens = await asyncio.to_thread(self._size, pieces, earlier)
+        total = sum(tokens for _, tokens in sized) + earlier_tokens
         if total <= self._budget:
             return await self._call(earlier, SEPARATOR.join(text for text, _ in sized))
         chunks = _pack(sized, self._budget, minimum=1)
         partials = await self._gather(lambda chunk: self._call([], SEPARATOR.join(chunk)), chunks)
         return await self._merge([*earlier, *partials])
+
+    def _size(self, pieces: Sequence[str], earlier: Sequence[str]) -> tuple[list[tuple[str, int]], int]:
+        return [self._fit(piece) for piece in pieces], sum(self._counter.count_text(s) for s in earlier)
 
     async def _merge(self, summaries: list[str]) -> str:
         while len(summaries) > 1:
