@@ -13,13 +13,7 @@ from gateway.record import RequestRecord
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
-QUIET_LIBRARIES = ("bm25s",)
-"""Libraries that log at DEBUG on their own (bm25s sets its logger so on import): kept to warnings."""
-
-
 def configure_logging(level: str = "info", fmt: str = "json") -> None:
-    for name in QUIET_LIBRARIES:
-        logging.getLogger(name).setLevel(logging.WARNING)
     json_lines = fmt == "json"
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer(serializer=orjson.dumps)

@@ -23,9 +23,13 @@ from gateway.background import Background
 from gateway.errors import GatewayError, RouteNotFound
 from gateway.ledger import Budgets
 from gateway.metering import max_cost_nanos
-from gateway.planning import Plan, plan_chat
+from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat
 from gateway.record import Observer, RequestRecord, notify
 from gateway.reload import ConfigStore
+from gateway.responses import reply as responses_reply
+from gateway.responses.chain import chain_notice, stored_history, with_provider
+from gateway.responses.front import RESPONSES, check_responses, responses_body
+from gateway.responses.memory import ResponseMemory, remembering
 from gateway.runtime import Route, Runtime
 from gateway.sampling.decide import is_probe
 from gateway.sampling.logprobs import LogprobTally
@@ -62,6 +66,7 @@ class Pipeline:
         self.background = background
         self.budgets = budgets
         self.retrievers: dict[Any, Any] = {}
+        self.memory = ResponseMemory(redis)
 
     # --- steps 1-2: who is calling, and what do they send -------------------------------------------
 
@@ -87,26 +92,7 @@ class Pipeline:
             record.requested_model = model = bodies.check_chat(body)
             record.stream = body.get("stream") is True
             runtime.candidates(model)  # 404 for an unknown model before any counting
-
-            async def admit(tokens: int) -> None:
-                await hold.take(
-                    runtime,
-                    record,
-                    request.headers,
-                    max_cost_nanos(runtime.config.models.get(model), tokens, body),
-                )
-
-            plan = await plan_chat(
-                runtime,
-                tenant=record.tenant.name,
-                model=model,
-                body=body,
-                body_len=len(raw),
-                headers=request.headers,
-                transforms=self.transforms_for(runtime, record),
-                admit=admit,
-            )
-            self.note_plan(record, plan)
+            plan = await self.plan(runtime, request, record, hold, body, len(raw))
             add_usage = record.stream and not _include_usage(body)
             exchange = await send(
                 self.pool,
@@ -129,6 +115,95 @@ class Pipeline:
                 record, exchange, strip_usage_chunk=add_usage, logprobs=bool(body.get("logprobs"))
             )
         return self.respond(record, exchange)
+
+    async def responses(self, request: Request) -> Response:
+        """``POST /v1/responses``: the chat flow through the Responses adapter; history stored upstream
+        (``previous_response_id``) is estimated from what the gateway remembered of that response."""
+        record = self.begin(request, "responses")
+        hold = Hold(self.budgets)
+        try:
+            runtime = self.store.current
+            record.tenant = tenant = self.authenticate(runtime, request)
+            raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
+            body = bodies.parse_object(raw)
+            record.requested_model = model = check_responses(body)
+            record.stream = body.get("stream") is True
+            candidates = runtime.candidates(model)
+            previous = body.get("previous_response_id")
+            remembered = await self.memory.recall(tenant.name, previous)
+            stored = stored_history(previous, remembered)
+            plan = await self.plan(runtime, request, record, hold, body, len(raw), RESPONSES, stored)
+            routes = admitted(runtime, plan, model)
+            if stored is not None:
+                provider = remembered.provider if remembered else candidates[0].provider_name
+                routes = with_provider(routes, provider, stored.reference)
+                decision = plan.decision
+                if decision is not None and (remembered is None or decision.tokens >= decision.bands.warning):
+                    notice = chain_notice(stored, remembered, decision.tokens)
+                    record.warnings = (*record.warnings, notice)
+            exchange = await send(
+                self.pool,
+                routes,
+                path="/responses",
+                body_for=lambda route: responses_body(raw, plan, route),
+                incoming_headers=request.headers,
+                stream=record.stream,
+            )
+        except GatewayError as exc:
+            await hold.release()
+            self.fail(record, exc)
+            raise
+        self.note_exchange(record, exchange)
+        record.prompt_tokens = await plan.received()
+        record.forwarded_tokens = plan.forwarded_tokens
+        self.after_response(runtime, record, plan)
+        remember = remembering(self.memory, record, keep=body.get("store") is not False)
+        if record.stream:
+            return responses_reply.relay(
+                record, exchange, remember=remember, done=lambda: notify(self.observers, record)
+            )
+        response = await responses_reply.complete(record, exchange, remember=remember)
+        notify(self.observers, record)
+        return response
+
+    async def plan(
+        self,
+        runtime: Runtime,
+        request: Request,
+        record: RequestRecord,
+        hold: Hold,
+        body: dict[str, Any],
+        body_len: int,
+        front: Front = CHAT,
+        stored: StoredHistory | None = None,
+    ) -> Plan:
+        """Steps 3-6: count, decide, admit (the budget hold), transform; the plan lands in the record."""
+        assert record.tenant is not None and record.requested_model is not None
+        model = record.requested_model
+        caps = body if front is CHAT else {"max_completion_tokens": body.get("max_output_tokens")}
+
+        async def admit(tokens: int) -> None:
+            await hold.take(
+                runtime,
+                record,
+                request.headers,
+                lambda: max_cost_nanos(runtime.config.models.get(model), tokens, caps),
+            )
+
+        plan = await plan_chat(
+            runtime,
+            tenant=record.tenant.name,
+            model=model,
+            body=body,
+            body_len=body_len,
+            headers=request.headers,
+            transforms=self.transforms_for(runtime, record),
+            admit=admit,
+            front=front,
+            stored=stored,
+        )
+        self.note_plan(record, plan)
+        return plan
 
     async def embeddings(self, request: Request) -> Response:
         return await self.forward_json(request, "embeddings", "/embeddings", bodies.check_embeddings)
@@ -207,13 +282,11 @@ class Pipeline:
         decision = plan.decision
         if decision is None or not decision.precompress or record.tenant is None:
             return
-        side = RequestRecord(
-            request_id=f"{record.request_id}:pre", endpoint="precompress", tenant=record.tenant
-        )
+        side = RequestRecord(request_id=record.request_id, endpoint="precompress", tenant=record.tenant)
         side.requested_model = record.requested_model
         transforms = self.transforms_for(runtime, side)
         self.background.spawn(
-            transforms.precompute(plan.body["messages"], decision, record.tenant.name),
+            transforms.precompute(plan.messages(), decision, record.tenant.name),
             name="precompress",
             then=lambda: notify(self.observers, side) if side.side_calls else None,
         )

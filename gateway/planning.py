@@ -10,16 +10,17 @@ counted before the decision, off the event loop when large.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import anyio.to_thread
 
 from gateway.errors import ContextLengthExceeded, GatewayError, PermissionDenied, ServiceUnavailable
 from gateway.runtime import Runtime
-from gateway.tokens.counter import TokenCount
-from policies import Action, Decision, Facts
+from gateway.tokens.counter import TokenCount, TokenCounter
+from policies import Action, Decision, Facts, PolicyEngine, Rejection
 
 INLINE_COUNT_BYTES = 16 * 1024
 
@@ -34,6 +35,45 @@ class Transforms(Protocol):
         ...
 
 
+class Front(Protocol):
+    """How one API shape shows its prompt to counting and the transforms: chat messages as they are,
+    or another shape (Responses input items) through an adapter to chat-style messages and back."""
+
+    def count(self, counter: TokenCounter, model: str, body: Mapping[str, Any]) -> TokenCount: ...
+
+    def upper_bound(
+        self, counter: TokenCounter, model: str, body: Mapping[str, Any], body_len: int
+    ) -> int: ...
+
+    def messages(self, body: Mapping[str, Any]) -> list[Any]:
+        """The chat-style messages the transforms work on."""
+        ...
+
+    def rebuild(self, body: Mapping[str, Any], messages: list[Any]) -> dict[str, Any]:
+        """``body`` with its prompt replaced by transformed ``messages``; raises TransformFailed."""
+        ...
+
+
+class ChatFront:
+    """Chat completions: the messages are the body's own."""
+
+    def count(self, counter: TokenCounter, model: str, body: Mapping[str, Any]) -> TokenCount:
+        return counter.count_chat(model, body)
+
+    def upper_bound(self, counter: TokenCounter, model: str, body: Mapping[str, Any], body_len: int) -> int:
+        return counter.upper_bound(model, body, body_len=body_len)
+
+    def messages(self, body: Mapping[str, Any]) -> list[Any]:
+        messages: list[Any] = body["messages"]
+        return messages
+
+    def rebuild(self, body: Mapping[str, Any], messages: list[Any]) -> dict[str, Any]:
+        return {**body, "messages": messages}
+
+
+CHAT = ChatFront()
+
+
 @dataclass(slots=True)
 class Plan:
     decision: Decision | None
@@ -44,6 +84,7 @@ class Plan:
     received_tokens: int | None = None
     forwarded_tokens: int | None = None
     count: TokenCount | None = None
+    front: Front = CHAT
     _pending: Awaitable[TokenCount] | None = field(default=None, repr=False)
 
     async def received(self) -> int | None:
@@ -56,6 +97,20 @@ class Plan:
                 self.forwarded_tokens = self.count.total
         return self.received_tokens
 
+    def messages(self) -> list[Any]:
+        """The prompt as chat-style messages (for the background pre-compression)."""
+        return self.front.messages(self.body)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredHistory:
+    """Input the upstream holds for the request (``previous_response_id``): counted, not transformable."""
+
+    tokens: int
+    """The estimated tokens of the stored history (previous input and output)."""
+    reference: str
+    """What names it in messages (the previous response id)."""
+
 
 async def plan_chat(
     runtime: Runtime,
@@ -67,24 +122,32 @@ async def plan_chat(
     headers: Mapping[str, str],
     transforms: Transforms,
     admit: Callable[[int], Awaitable[None]],
+    front: Front = CHAT,
+    stored: StoredHistory | None = None,
 ) -> Plan:
-    """Count, decide, admit (``admit(tokens)``: the budget hold, before any upstream call), transform."""
+    """Count, decide, admit (``admit(tokens)``: the budget hold, before any upstream call), transform.
+
+    ``front`` adapts the body's shape (chat by default). ``stored``: history held upstream, added to
+    the count for the decision; since it cannot be transformed, a decision to transform follows the
+    policy's fallbacks (forward with a warning when the invariant allows, else reject).
+    """
     engine, counter = runtime.engine, runtime.counter
     bands = engine.bands.get(model)
     if bands is None:
-        await admit(counter.upper_bound(model, body, body_len=body_len))
-        return Plan(decision=None, body=body)
-    plan = Plan(decision=None, body=body)
+        await admit(front.upper_bound(counter, model, body, body_len))
+        return Plan(decision=None, body=body, front=front)
+    plan = Plan(decision=None, body=body, front=front)
     if body_len <= INLINE_COUNT_BYTES:
-        plan.count = counter.count_chat(model, body)
+        plan.count = front.count(counter, model, body)
         tokens = plan.count.total
     else:
-        bound = counter.upper_bound(model, body, body_len=body_len)
-        if bound < bands.warning:
+        bound = front.upper_bound(counter, model, body, body_len)
+        extra = stored.tokens if stored is not None else 0
+        if bound + extra < bands.warning:
             tokens = bound
-            plan._pending = asyncio.ensure_future(anyio.to_thread.run_sync(counter.count_chat, model, body))
+            plan._pending = asyncio.ensure_future(anyio.to_thread.run_sync(front.count, counter, model, body))
         else:
-            plan.count = await counter.count_chat_async(model, body, body_len=body_len)
+            plan.count = await _count_async(runtime, front, model, body, body_len)
             tokens = plan.count.total
     if plan.count is not None:
         plan.received_tokens = plan.count.total
@@ -92,34 +155,75 @@ async def plan_chat(
     facts = Facts(
         tenant=tenant,
         model=model,
-        prompt_tokens=tokens,
+        prompt_tokens=tokens + (stored.tokens if stored is not None else 0),
         headers={name: value for name in engine.header_names if (value := headers.get(name)) is not None},
         tenant_allows_passthrough=bool(tenant_config and tenant_config.allow_passthrough),
         history_share=_history_share(plan.count),
     )
     decision = engine.decide(facts)
+    if stored is not None:
+        decision = _without_transforms(engine, decision, facts, stored)
     if decision.rejection is not None:
         plan.decision = decision
         raise _rejection_error(decision)
-    await admit(tokens)
-    messages: list[Any] = body["messages"]
+    await admit(facts.prompt_tokens)
+    messages: list[Any] = front.messages(body) if decision.transforms else []
+    rebuilt: dict[str, Any] = body
     while decision.transforms and decision.rejection is None:
         step = decision.transforms[0]
         try:
             messages = await transforms.run(step, messages, decision, facts)
+            rebuilt = front.rebuild(body, messages)
         except TransformFailed as exc:
             decision = engine.after_failure(decision, facts, reason=str(exc))
             continue
         plan.changed = True
-        counted = await counter.count_chat_async(model, {**body, "messages": messages}, body_len=0)
+        counted = await _count_async(runtime, front, model, rebuilt, 0)
         decision = engine.after_transform(decision, facts, counted.total)
     plan.decision = decision
     if decision.rejection is not None:
         raise _rejection_error(decision)
     if plan.changed:
-        plan.body = {**body, "messages": messages}
-    plan.forwarded_tokens = decision.tokens if (plan.changed or plan.count is not None) else None
+        plan.body = rebuilt
+    if stored is not None:
+        plan.forwarded_tokens = plan.received_tokens
+    else:
+        plan.forwarded_tokens = decision.tokens if (plan.changed or plan.count is not None) else None
     return plan
+
+
+async def _count_async(
+    runtime: Runtime, front: Front, model: str, body: Mapping[str, Any], body_len: int
+) -> TokenCount:
+    """``front.count``, in a worker thread for bodies of at least ``counting.offload_bytes``."""
+    if body_len < runtime.config.counting.offload_bytes:
+        return front.count(runtime.counter, model, body)
+    return await anyio.to_thread.run_sync(functools.partial(front.count, runtime.counter, model, body))
+
+
+def _without_transforms(
+    engine: PolicyEngine, decision: Decision, facts: Facts, stored: StoredHistory
+) -> Decision:
+    """The decision once every planned transform has failed: the stored history cannot be changed."""
+    reason = f"the history of {stored.reference} is stored upstream, out of the gateway's reach"
+    while decision.transforms and decision.rejection is None:
+        decision = engine.after_failure(decision, facts, reason=reason)
+    if decision.rejection is not None and decision.rejection.status == 503:
+        bands = decision.bands
+        message = (
+            f"This conversation's history is stored upstream ({stored.reference}); with this turn it is "
+            f"estimated at {facts.prompt_tokens} input tokens, past the "
+            f"{'price cliff' if facts.prompt_tokens > bands.cliff else 'warning line'} of {bands.model} "
+            f"({bands.cliff if facts.prompt_tokens > bands.cliff else bands.warning} tokens; context window "
+            f"{bands.window}), and the gateway cannot compress history it cannot see (policy "
+            f"{decision.policy}). Start a new conversation, or send the history in `input` with "
+            "`store: false` so that the gateway can compress it."
+        )
+        rejection = Rejection(
+            status=400, error_type="invalid_request_error", code="context_length_exceeded", message=message
+        )
+        return replace(decision, rejection=rejection)
+    return decision
 
 
 def _history_share(count: TokenCount | None) -> float:

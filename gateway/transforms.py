@@ -3,17 +3,16 @@ embeddings model called through the upstream pool (each call priced as its own c
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import redis.asyncio as aioredis
 
 from compressors.protocols import Message
-from compressors.retrieval import RetrievalRequest, RetrievalSettings, RetrieveRelevantChunks
 from compressors.summary import CannotCompress, SummarizeOldTurns, SummaryFailed, SummarySettings
+from gateway.cache import RedisCache
 from gateway.errors import GatewayError
 from gateway.planning import TransformFailed
 from gateway.record import RequestRecord, SideCall
@@ -23,42 +22,10 @@ from gateway.upstream import UpstreamPool, send
 from gateway.usage import usage_from_openai
 from policies import Action, Decision, Facts
 
+if TYPE_CHECKING:  # retrieval brings numpy and bm25s: imported on first use, not by every worker at start
+    from compressors.retrieval import RetrievalSettings, RetrieveRelevantChunks
+
 MAX_RETRIEVERS = 64
-
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
-
-class RedisCache:
-    """``compressors.protocols.Cache`` on Redis, every key under the tenant's hash tag."""
-
-    def __init__(self, redis: aioredis.Redis, tenant: str, area: str) -> None:
-        self._redis = redis
-        self._prefix = f"gw:{{{tenant}}}:{area}:"
-        self._tokens: dict[str, str] = {}
-
-    async def get(self, key: str) -> bytes | None:
-        value = await self._redis.get(self._prefix + key)
-        return value.encode() if isinstance(value, str) else value
-
-    async def set(self, key: str, value: bytes, *, ttl_seconds: int) -> None:
-        await self._redis.set(self._prefix + key, value, ex=ttl_seconds)
-
-    async def acquire(self, key: str, *, ttl_seconds: float) -> bool:
-        token = secrets.token_hex(8)
-        taken = await self._redis.set(
-            self._prefix + "lock:" + key, token, nx=True, px=int(ttl_seconds * 1000)
-        )
-        if taken:
-            self._tokens[key] = token
-        return bool(taken)
-
-    async def release(self, key: str) -> None:
-        token = self._tokens.pop(key, None)
-        if token is not None:  # only the holder frees a lock, and only its own
-            await self._redis.eval(_RELEASE, 1, self._prefix + "lock:" + key, token)
 
 
 class UpstreamCompleter:
@@ -198,7 +165,7 @@ class CompressorTransforms:
     ) -> list[Any]:
         try:
             result = await self.summarizer(decision, facts, counter).compress(
-                messages, self.summary_settings(decision)
+                messages, self.summary_settings(decision), tokens_before=decision.tokens
             )
         except (SummaryFailed, CannotCompress) as exc:
             raise TransformFailed(str(exc)) from exc
@@ -207,34 +174,42 @@ class CompressorTransforms:
     async def _retrieve(
         self, messages: list[Any], decision: Decision, facts: Facts, counter: ModelTokens
     ) -> list[Any]:
+        from compressors.retrieval import RetrievalRequest, RetrievalSettings
+
         rs = decision.retrieve
+        hybrid = rs.hybrid and rs.embedding_model is not None
         settings = RetrievalSettings(
             document_min_tokens=rs.document_min_tokens,
             chunk_min=rs.chunk_tokens_min,
             chunk_max=rs.chunk_tokens_max,
             overlap=rs.overlap_tokens,
             budget_tokens=rs.budget_tokens,
-            hybrid=rs.hybrid and rs.embedding_model is not None,
+            hybrid=hybrid,
             embedding_model=rs.embedding_model or "",
         )
-        cache = RedisCache(self._redis, facts.tenant, "retrieval")
-        if settings.hybrid and rs.embedding_model:
-            # the embedder bills its calls to this request, so a hybrid retriever lives for one request
-            embedder = UpstreamEmbedder(self._pool, self._runtime, rs.embedding_model, self._record)
-            retriever = RetrieveRelevantChunks(settings, cache=cache, embedder=embedder)
-        else:
-            retriever = self._retrievers.get((facts.tenant, settings)) or self._keep(
-                facts.tenant, settings, cache
-            )
-        result = await retriever(RetrievalRequest(messages=messages, counter=counter))
+        retriever = self._retrievers.get((facts.tenant, settings)) or self._keep(facts.tenant, settings)
+        # the embedder bills its calls to this request; the retriever (and its indexes in memory) lives on
+        embedder = (
+            UpstreamEmbedder(self._pool, self._runtime, rs.embedding_model, self._record)
+            if hybrid and rs.embedding_model
+            else None
+        )
+        request = RetrievalRequest(
+            messages=messages, counter=counter, prompt_tokens=decision.tokens, embedder=embedder
+        )
+        result = await retriever(request)
+        if result.outcome == "under_budget":
+            return messages  # it already fits the retrieval budget: nothing to cut
         if result.outcome != "retrieved":
             raise TransformFailed(f"retrieval could not cut the request ({result.outcome.replace('_', ' ')})")
         return list(result.messages)
 
-    def _keep(self, tenant: str, settings: RetrievalSettings, cache: RedisCache) -> RetrieveRelevantChunks:
+    def _keep(self, tenant: str, settings: RetrievalSettings) -> RetrieveRelevantChunks:
         """A long-lived retriever per tenant and settings (it keeps recent indexes in memory), bounded."""
+        from compressors.retrieval import RetrieveRelevantChunks
+
         while len(self._retrievers) >= MAX_RETRIEVERS:
             self._retrievers.pop(next(iter(self._retrievers)))
-        retriever = RetrieveRelevantChunks(settings, cache=cache)
+        retriever = RetrieveRelevantChunks(settings, cache=RedisCache(self._redis, tenant, "retrieval"))
         self._retrievers[(tenant, settings)] = retriever
         return retriever

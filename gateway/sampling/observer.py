@@ -34,7 +34,7 @@ class Sampler:
 
     def __call__(self, record: RequestRecord) -> None:
         self.seen += 1
-        if record.endpoint != "chat":
+        if record.endpoint not in ("chat", "responses"):
             return
         config = self._config()
         model = record.called_model or record.requested_model

@@ -1,7 +1,10 @@
 """A local OpenAI-compatible upstream for end-to-end tests and benchmarks.
 
 Run: ``python -m tests.mock.upstream --port 9000``. It answers chat completions (plain, tool calls,
-streaming), embeddings and models, records every request it receives, and can be told to misbehave:
+streaming), Responses (``POST /v1/responses``, plain, function calls, reasoning items with an opaque
+``encrypted_content``, streaming in the real event shapes; ``GET``/``DELETE /v1/responses/{id}``,
+``/cancel``, ``/input_tokens``, ``/compact``), embeddings and models, records every request it receives
+(a Responses request also with its raw body text), and can be told to misbehave:
 
 - ``POST /_control`` with JSON ``{"fail_next": N, "fail_status": 503, "retry_after": 0, "delay": 0.0,
   "chunk_delay": 0.0, "chunks": 8}``: the next N requests fail with that status; every answer waits
@@ -26,6 +29,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from tests.mock.responses import response_events, responses_answer
+
 
 @dataclass
 class Behaviour:
@@ -44,6 +49,7 @@ class MockState:
     requests: list[dict[str, Any]] = field(default_factory=list)
     streams_cancelled: int = 0
     streams_finished: int = 0
+    responses: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _json(data: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -106,10 +112,14 @@ def _answer(body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]] | No
 def create_mock_app() -> Starlette:
     state = MockState()
 
-    async def misbehave(request: Request, body: dict[str, Any]) -> Response | None:
+    async def misbehave(request: Request, body: dict[str, Any], raw: bytes | None = None) -> Response | None:
         if state.behaviour.record_bodies:
             headers = {k: ("<set>" if k == "authorization" else v) for k, v in request.headers.items()}
-            state.requests.append({"path": request.url.path, "headers": headers, "body": body})
+            seen: dict[str, Any] = {"path": request.url.path, "headers": headers, "body": body}
+            if raw is not None:
+                seen["raw"] = raw.decode()
+                seen["query"] = request.url.query
+            state.requests.append(seen)
         if state.behaviour.delay:
             await asyncio.sleep(state.behaviour.delay)
         if state.behaviour.fail_next > 0:
@@ -217,6 +227,68 @@ def create_mock_app() -> Starlette:
             state.streams_cancelled += 1
             raise
 
+    async def responses(request: Request) -> Response:
+        raw = await request.body()
+        body = orjson.loads(raw)
+        failure = await misbehave(request, body, raw)
+        if failure is not None:
+            return failure
+        response = responses_answer(body, number=len(state.responses) + 1)
+        if body.get("store") is not False:
+            state.responses[response["id"]] = response
+        if body.get("stream"):
+            return StreamingResponse(_response_events(response), media_type="text/event-stream")
+        return _json(response, headers={"x-request-id": "mock-req-2"})
+
+    async def _response_events(response: dict[str, Any]) -> AsyncIterator[bytes]:
+        try:
+            for event in response_events(response, pieces=max(1, state.behaviour.chunks)):
+                if state.behaviour.chunk_delay:
+                    await asyncio.sleep(state.behaviour.chunk_delay)
+                yield b"event: " + event["type"].encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
+            state.streams_finished += 1
+        except asyncio.CancelledError:
+            state.streams_cancelled += 1
+            raise
+
+    async def response_by_id(request: Request) -> Response:
+        raw = await request.body()
+        failure = await misbehave(request, orjson.loads(raw) if raw else {}, raw)
+        if failure is not None:
+            return failure
+        response_id = request.path_params["response_id"]
+        found = state.responses.get(response_id)
+        if found is None:
+            error = {
+                "message": f"No response found with id '{response_id}'.",
+                "type": "invalid_request_error",
+            }
+            return _json({"error": {**error, "param": None, "code": None}}, 404)
+        action = request.path_params.get("action", "")
+        if request.method == "DELETE":
+            del state.responses[response_id]
+            return _json({"id": response_id, "object": "response.deleted", "deleted": True})
+        if action == "cancel":
+            return _json({**found, "status": "cancelled"})
+        if action == "input_items":
+            return _json({"object": "list", "data": [], "has_more": False})
+        return _json(found)
+
+    async def responses_operation(request: Request) -> Response:
+        raw = await request.body()
+        body = orjson.loads(raw)
+        failure = await misbehave(request, body, raw)
+        if failure is not None:
+            return failure
+        tokens = _prompt_tokens(body)
+        if request.url.path.endswith("/input_tokens"):
+            return _json({"object": "response.input_tokens", "input_tokens": tokens})
+        compacted = {"type": "compaction", "id": "cmp_mock_1", "encrypted_content": "gAAAA-mock-compaction"}
+        usage = {"input_tokens": tokens, "output_tokens": 20, "total_tokens": tokens + 20}
+        return _json(
+            {"id": "resp_compact_1", "object": "response.compaction", "output": [compacted], "usage": usage}
+        )
+
     async def embeddings(request: Request) -> Response:
         body = orjson.loads(await request.body())
         failure = await misbehave(request, body)
@@ -264,6 +336,7 @@ def create_mock_app() -> Starlette:
     async def reset(request: Request) -> Response:
         state.behaviour = Behaviour()
         state.requests.clear()
+        state.responses.clear()
         state.streams_cancelled = state.streams_finished = 0
         return _json({"ok": True})
 
@@ -271,6 +344,11 @@ def create_mock_app() -> Starlette:
         routes=[
             Route("/v1/chat/completions", chat, methods=["POST"]),
             Route("/v1/embeddings", embeddings, methods=["POST"]),
+            Route("/v1/responses", responses, methods=["POST"]),
+            Route("/v1/responses/input_tokens", responses_operation, methods=["POST"]),
+            Route("/v1/responses/compact", responses_operation, methods=["POST"]),
+            Route("/v1/responses/{response_id}", response_by_id, methods=["GET", "DELETE"]),
+            Route("/v1/responses/{response_id}/{action}", response_by_id, methods=["GET", "POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/_control", control, methods=["POST"]),
             Route("/_requests", requests_seen, methods=["GET"]),

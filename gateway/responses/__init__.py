@@ -1,0 +1,18 @@
+"""The Responses API front (``POST /v1/responses``): the same pipeline as chat, through an adapter.
+
+Modules, one concept each:
+
+- ``items``     the input items: their kinds, and their groups (a reasoning item with the item it
+                belongs to; a call with its output, by ``call_id``), the units kept or summarised whole
+- ``view``      the adapter: input items to chat-style messages for counting and the compressors, and
+                the compressors' result back to input items (kept groups are their original items)
+- ``counting``  tokens of a Responses request (instructions, every input item, tools), upper bound
+- ``front``     ``ResponsesFront``: what ``gateway.planning`` needs to count and transform a request
+- ``memory``    what the gateway remembers of each response it saw (usage, provider), in Redis
+- ``chain``     ``previous_response_id``: the estimated size of the history stored upstream
+- ``stream``    the Responses SSE reader (usage from the final event, first output delta)
+- ``reply``     the answer to the client, whole or streamed, and what the gateway learns from it
+- ``routes``    the HTTP handlers (create, compact, input_tokens, by id, the WebSocket refusal)
+
+The package root imports nothing.
+"""

@@ -1,0 +1,122 @@
+"""The other Responses calls, passed to the provider that can answer them.
+
+By id (``GET`` / ``DELETE /v1/responses/{id}``, ``POST /v1/responses/{id}/cancel``,
+``GET /v1/responses/{id}/input_items``): the provider that served the response, when the gateway saw it
+created, else the config's first provider. By the body's model (``POST /v1/responses/compact``,
+``POST /v1/responses/input_tokens``): that model's provider, under its upstream name. Query strings go
+along. Only ``compact`` runs a model, so only its usage is metered; reading a response back must not be
+billed twice.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway import body as bodies
+from gateway import replies
+from gateway.errors import GatewayError, RouteNotFound
+from gateway.record import RequestRecord, notify
+from gateway.responses.memory import Remembered
+from gateway.runtime import Route, Runtime
+from gateway.upstream import Exchange, send
+from gateway.usage import usage_from_openai
+
+if TYPE_CHECKING:
+    from gateway.pipeline import Pipeline
+
+METERED = frozenset({"compact"})
+
+
+async def by_id(pipeline: Pipeline, request: Request, response_id: str, action: str = "") -> Response:
+    record = pipeline.begin(request, "responses_lookup")
+    try:
+        runtime = pipeline.store.current
+        record.tenant = pipeline.authenticate(runtime, request)
+        raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
+        remembered = await pipeline.memory.recall(record.tenant.name, response_id)
+        route = route_for_id(runtime, remembered)
+        exchange = await send(
+            pipeline.pool,
+            (route,),
+            path=with_query(f"/responses/{response_id}{'/' + action if action else ''}", request),
+            body_for=lambda route: raw,
+            incoming_headers=request.headers,
+            stream=False,
+            method=request.method,
+        )
+    except GatewayError as exc:
+        pipeline.fail(record, exc)
+        raise
+    return _answer(pipeline, record, exchange, metered=False)
+
+
+async def by_model(pipeline: Pipeline, request: Request, operation: str) -> Response:
+    record = pipeline.begin(request, f"responses_{operation}")
+    try:
+        runtime = pipeline.store.current
+        record.tenant = pipeline.authenticate(runtime, request)
+        raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
+        body = bodies.parse_object(raw)
+        record.requested_model = model = bodies.require_model(body)
+        exchange = await send(
+            pipeline.pool,
+            runtime.candidates(model),
+            path=with_query(f"/responses/{operation}", request),
+            body_for=lambda route: (
+                raw
+                if route.upstream_model == model
+                else orjson.dumps({**body, "model": route.upstream_model})
+            ),
+            incoming_headers=request.headers,
+            stream=False,
+        )
+    except GatewayError as exc:
+        pipeline.fail(record, exc)
+        raise
+    return _answer(pipeline, record, exchange, metered=operation in METERED)
+
+
+def route_for_id(runtime: Runtime, remembered: Remembered | None) -> Route:
+    """The model that made the response, else one of its provider's, else the first provider's."""
+    if remembered is not None:
+        known = runtime.routes.get(remembered.model)
+        if known is not None and known[0].provider_name == remembered.provider:
+            return known[0]
+    providers = list(runtime.config.providers)
+    wanted = remembered.provider if remembered is not None and remembered.provider in providers else None
+    for provider in (wanted, *providers):
+        for routes in runtime.routes.values():
+            if routes[0].provider_name == provider:
+                return routes[0]
+    raise RouteNotFound("No provider is configured to answer calls about responses.")
+
+
+def with_query(path: str, request: Request) -> str:
+    query = request.url.query
+    return f"{path}?{query}" if query else path
+
+
+def _answer(pipeline: Pipeline, record: RequestRecord, exchange: Exchange, *, metered: bool) -> Response:
+    upstream = exchange.response
+    record.provider = exchange.route.provider_name
+    record.retries = exchange.attempts - 1
+    record.status = upstream.status_code
+    if metered:
+        record.called_model = exchange.route.public_model
+        try:
+            data = orjson.loads(upstream.content)
+        except orjson.JSONDecodeError:
+            data = None
+        record.usage = usage_from_openai(data.get("usage") if isinstance(data, dict) else None)
+    response = Response(
+        content=upstream.content,
+        status_code=upstream.status_code,
+        media_type=upstream.headers.get("content-type", "application/json"),
+        headers=replies.headers(record, upstream),
+    )
+    notify(pipeline.observers, record)
+    return response

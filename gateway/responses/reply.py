@@ -1,0 +1,112 @@
+"""The answer to a Responses request, a whole body or a relayed stream, with the gateway's headers; and
+what the gateway learns from it (usage, the response's id, how it ended, the first output delta).
+
+``remember(response_id)`` runs once the response's usage is known, before its last bytes go to the
+client, so that a next turn chained to it (``previous_response_id``) finds it remembered.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+import anyio
+import httpx
+import orjson
+from starlette.responses import Response, StreamingResponse
+
+from gateway import replies
+from gateway.record import RequestRecord
+from gateway.responses.stream import ResponsesStreamReader, finish_reason_of
+from gateway.upstream import Exchange
+from gateway.usage import usage_from_openai
+
+Remember = Callable[[str], Awaitable[None]]
+
+
+async def complete(record: RequestRecord, exchange: Exchange, *, remember: Remember) -> Response:
+    """A non-streaming answer: the upstream's bytes, unchanged."""
+    upstream = exchange.response
+    content = upstream.content
+    record.upstream_seconds = time.perf_counter() - exchange.started
+    data = _json(content) if upstream.headers.get("content-type", "").startswith("application/json") else None
+    if data is not None:
+        record.usage = usage_from_openai(data.get("usage"))
+        record.finish_reason = finish_reason_of(data)
+        record.output_text_chars = sum(len(text) for text in _output_texts(data))
+        if isinstance(data.get("id"), str) and upstream.status_code < 300:
+            await remember(data["id"])
+    return Response(
+        content=content,
+        status_code=upstream.status_code,
+        media_type=upstream.headers.get("content-type", "application/json"),
+        headers=replies.headers(record, upstream),
+    )
+
+
+def relay(
+    record: RequestRecord, exchange: Exchange, *, remember: Remember, done: Callable[[], None]
+) -> StreamingResponse:
+    """Relay the upstream's events as they arrive. Whatever ends the stream, the upstream call is closed
+    and ``done`` runs with what was learnt."""
+    upstream = exchange.response
+    reader = ResponsesStreamReader(started=exchange.started)
+
+    async def body() -> AsyncIterator[bytes]:
+        finished = False
+        try:
+            async for chunk in upstream.aiter_raw():
+                final = reader.final
+                reader.feed(chunk)
+                if reader.final and not final:
+                    await _remember(record, reader, remember)
+                yield chunk
+            reader.flush()
+            finished = True
+        except httpx.HTTPError:
+            record.error_type = "upstream_stream_broken"
+        finally:
+            record.client_disconnected = not finished and record.error_type is None
+            with anyio.CancelScope(shield=True):
+                await upstream.aclose()
+            record.upstream_seconds = time.perf_counter() - exchange.started
+            record.first_token_seconds = reader.first_token_seconds
+            record.finish_reason = reader.finish_reason
+            record.output_text = reader.output_text
+            record.output_text_chars = len(record.output_text)
+            record.usage = usage_from_openai(reader.usage)
+            done()
+
+    return StreamingResponse(
+        body(),
+        status_code=upstream.status_code,
+        media_type=upstream.headers.get("content-type", "text/event-stream"),
+        headers=replies.headers(record, upstream),
+    )
+
+
+async def _remember(record: RequestRecord, reader: ResponsesStreamReader, remember: Remember) -> None:
+    if reader.response_id is None:
+        return
+    record.usage = usage_from_openai(reader.usage)
+    await remember(reader.response_id)
+
+
+def _json(content: bytes) -> dict[str, Any] | None:
+    try:
+        data = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _output_texts(data: Mapping[str, Any]) -> list[str]:
+    texts: list[str] = []
+    output = data.get("output")
+    for item in output if isinstance(output, list) else ():
+        content = item.get("content") if isinstance(item, Mapping) else None
+        for part in content if isinstance(content, list) else ():
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                texts.append(part["text"])
+    return texts

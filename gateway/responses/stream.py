@@ -1,0 +1,117 @@
+"""Reading a Responses event stream on the side while its bytes pass through unchanged.
+
+Events are ``event: <type>`` / ``data: <json>`` blocks; there is no ``[DONE]``. The response's id comes
+with ``response.created``; time to first token is taken at the first output delta (text, refusal,
+function call arguments, reasoning: any ``response.*.delta``); usage, status and the reason a response
+stopped come with the final event, ``response.completed``, ``response.incomplete`` or
+``response.failed``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+TEXT_DELTAS = frozenset(
+    {"response.output_text.delta", "response.function_call_arguments.delta", "response.refusal.delta"}
+)
+_DATA = b"data:"
+
+
+def finish_reason_of(response: Mapping[str, Any]) -> str | None:
+    """A response's end, in chat's words: stop, tool_calls, length, content_filter, or its status."""
+    status = response.get("status")
+    if status == "completed":
+        output = response.get("output")
+        calls = any(
+            isinstance(item, Mapping) and str(item.get("type", "")).endswith("_call")
+            for item in (output if isinstance(output, list) else ())
+        )
+        return "tool_calls" if calls else "stop"
+    if status == "incomplete":
+        details = response.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, Mapping) else None
+        return "length" if reason == "max_output_tokens" else str(reason or "incomplete")
+    return str(status) if isinstance(status, str) else None
+
+
+class ResponsesStreamReader:
+    """Feed upstream bytes in (they are passed on as they are); read what the events say."""
+
+    def __init__(self, *, started: float) -> None:
+        self.started = started
+        self.first_token_seconds: float | None = None
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.response_id: str | None = None
+        self.model: str | None = None
+        self.final = False
+        """The final event has been read."""
+        self.output_parts: list[str] = []
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> None:
+        buffer = self._buffer + chunk if self._buffer else chunk
+        if b"\r" in buffer:  # a CRLF may be cut between two chunks: normalise what is buffered
+            buffer = buffer.replace(b"\r\n", b"\n")
+        end = buffer.rfind(b"\n\n")
+        if end < 0:
+            self._buffer = buffer
+            return
+        complete, self._buffer = buffer[:end], buffer[end + 2 :]
+        for event in complete.split(b"\n\n"):
+            if event:
+                self._read(event)
+
+    def flush(self) -> None:
+        rest, self._buffer = self._buffer.strip(), b""
+        if rest:
+            self._read(rest)
+
+    @property
+    def output_text(self) -> str:
+        return "".join(self.output_parts)
+
+    def _read(self, event: bytes) -> None:
+        payload = _data_of(event)
+        if not payload:
+            return
+        try:
+            data = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return
+        if not isinstance(data, dict):
+            return
+        kind = data.get("type")
+        if not isinstance(kind, str):
+            return
+        if kind.endswith(".delta"):
+            if self.first_token_seconds is None:
+                self.first_token_seconds = time.perf_counter() - self.started
+            if kind in TEXT_DELTAS and isinstance(data.get("delta"), str):
+                self.output_parts.append(data["delta"])
+            return
+        response = data.get("response")
+        if not isinstance(response, dict):
+            return
+        if isinstance(response.get("id"), str):
+            self.response_id = response["id"]
+        if isinstance(response.get("model"), str):
+            self.model = response["model"]
+        if kind in FINAL_EVENTS:
+            self.final = True
+            self.finish_reason = finish_reason_of(response)
+            usage = response.get("usage")
+            if isinstance(usage, dict):
+                self.usage = usage
+
+
+def _data_of(event: bytes) -> bytes | None:
+    lines = [line[5:].strip() for line in event.split(b"\n") if line.startswith(_DATA)]
+    if not lines:
+        return None
+    return lines[0] if len(lines) == 1 else b"\n".join(lines)
