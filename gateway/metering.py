@@ -107,7 +107,7 @@ class LedgerRecorder:
             model=call.model,
             provider=call.provider,
             action=call.kind,
-            parent_id=record.request_id,
+            parent_id=record.parent_id or record.request_id,
             status=call.status,
             latency_ms=int(call.seconds * 1000),
             **_priced(usage, cost_of(usage, config.models.get(call.model))),

@@ -282,7 +282,12 @@ class Pipeline:
         decision = plan.decision
         if decision is None or not decision.precompress or record.tenant is None:
             return
-        side = RequestRecord(request_id=record.request_id, endpoint="precompress", tenant=record.tenant)
+        side = RequestRecord(
+            request_id=f"{record.request_id}:precompress",
+            endpoint="precompress",
+            tenant=record.tenant,
+            parent_id=record.request_id,
+        )
         side.requested_model = record.requested_model
         transforms = self.transforms_for(runtime, side)
         self.background.spawn(

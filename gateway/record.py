@@ -29,6 +29,8 @@ class SideCall:
 class RequestRecord:
     request_id: str
     endpoint: str
+    parent_id: str | None = None
+    """For work done on a request's behalf after it ended (pre-compression): the request it serves."""
     started: float = field(default_factory=time.perf_counter)
     started_at: float = field(default_factory=time.time)
     tenant: Tenant | None = None

@@ -151,10 +151,10 @@ class Budgets:
         if loop.time() < self._skip_redis_until:
             raise ConnectionError("Redis refused a connection moments ago")  # the builtin: an OSError
         try:
-            async with asyncio.timeout(self.config.budget_timeout_seconds), self._in_flight:
+            async with self._in_flight, asyncio.timeout(self.config.budget_timeout_seconds):
                 reply = await script.run(self._redis, keys, args)
         except (RedisConnectionError, OSError) as exc:
-            if not isinstance(exc, MaxConnectionsError):
+            if not isinstance(exc, MaxConnectionsError | TimeoutError):  # slow is not refused
                 self._skip_redis_until = loop.time() + self.config.probe_interval_seconds
             raise
         return list(reply) if isinstance(reply, list) else [reply]

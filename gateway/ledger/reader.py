@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from gateway.ledger.budget import BudgetLookup
 from gateway.ledger.event import CostEvent
@@ -122,7 +123,9 @@ class LedgerReader:
             pipe = self._redis.pipeline(transaction=False)
             for tenant, day in part:
                 pipe.hgetall(self.keys.daily(tenant, day))
-            for (tenant, day), raw in zip(part, await pipe.execute(), strict=True):
+            for (tenant, day), raw in zip(part, await pipe.execute(raise_on_error=False), strict=True):
+                if isinstance(raw, ResponseError):  # foreign data under a ledger key: not a counter hash
+                    continue
                 yield tenant, day, raw
 
     async def _entries(self, stream: str, ids: Sequence[str]) -> dict[str, bytes | str]:

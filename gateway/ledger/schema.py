@@ -27,7 +27,7 @@ class LedgerConfig(_Strict):
         default=900, ge=1, description="an unsettled budget reservation lapses after this (crash safety)"
     )
     budget_timeout_seconds: float = Field(
-        default=1.0, gt=0, description="longest wait for a budget check before Redis counts as down"
+        default=5.0, gt=0, description="longest wait for a budget check before Redis counts as down"
     )
     key_prefix: str = Field(default="gw", min_length=1, pattern=r"^[^{}]+$")
 

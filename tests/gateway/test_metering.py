@@ -1,0 +1,280 @@
+"""Step 8, metering: the most a request may cost (the budget hold), and the cost events a finished request
+becomes (its own, with the counterfactual; one per side call, with the request as parent).
+
+Prices (USD per million tokens) from ``make_config``: gpt-5.4 2.50 in, 0.25 cached, 15.00 out, and above
+272,000 input tokens the whole request at 2x in, 2x cached, 1.5x out; ``small`` (priced here) 0.25 in,
+2.00 out, at most 2,000 output tokens. Expected amounts are worked out by hand in nano-dollars.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.config import GatewayConfig
+from gateway.ledger import CostEvent, Ledger, LedgerReader, Period
+from gateway.ledger.schema import LedgerConfig
+from gateway.metering import DEFAULT_MAX_OUTPUT_TOKENS, PROBE_TENANT, LedgerRecorder, max_cost_nanos
+from gateway.record import RequestRecord, SideCall
+from gateway.types import Tenant, Usage
+from tests.factories import make_config, shared_counter
+
+
+def gateway_config() -> GatewayConfig:
+    config = make_config()
+    config["models"]["small"]["pricing"] = {"input": "0.25", "output": "2.00"}
+    config["models"]["small"]["max_output_tokens"] = 2000
+    return GatewayConfig.model_validate(config)
+
+
+CONFIG = gateway_config()
+
+
+def recorder(ledger: Ledger | None = None) -> LedgerRecorder:
+    """Without a ledger: one never started, for the methods that only build events."""
+    unused = Ledger(aioredis.Redis(), spool_dir=Path("/nonexistent/spool"))
+    return LedgerRecorder(ledger or unused, config=lambda: CONFIG, counter=shared_counter)
+
+
+def request(**fields: Any) -> RequestRecord:
+    record = RequestRecord(request_id="req_1", endpoint="chat", tenant=Tenant("acme", "k1"))
+    record.requested_model = "gpt-5.4"
+    record.called_model = "gpt-5.4"
+    record.provider = "mock"
+    record.status = 200
+    for name, value in fields.items():
+        setattr(record, name, value)
+    return record
+
+
+def main_event(**fields: Any) -> CostEvent:
+    return recorder().main_event(request(**fields), CONFIG, "acme")
+
+
+# --- max_cost_nanos --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "input_tokens", "body", "expected"),
+    [
+        ("gpt-5.4", 1000, {"max_completion_tokens": 100}, 2_500_000 + 1_500_000),
+        ("gpt-5.4", 1000, {"max_tokens": 100}, 2_500_000 + 1_500_000),
+        ("gpt-5.4", 1000, {"max_completion_tokens": 100, "max_tokens": 50}, 2_500_000 + 1_500_000),
+        ("gpt-5.4", 1000, {}, 2_500_000 + DEFAULT_MAX_OUTPUT_TOKENS * 15_000),
+        ("gpt-5.4", 1000, {"max_completion_tokens": 0}, 2_500_000 + DEFAULT_MAX_OUTPUT_TOKENS * 15_000),
+        ("gpt-5.4", 1000, {"max_completion_tokens": "100"}, 2_500_000 + DEFAULT_MAX_OUTPUT_TOKENS * 15_000),
+        ("gpt-5.4", 272_000, {"max_completion_tokens": 1000}, 680_000_000 + 15_000_000),
+        ("gpt-5.4", 300_000, {"max_completion_tokens": 1000}, 1_500_000_000 + 22_500_000),
+        ("small", 1000, {}, 250_000 + 2000 * 2000),
+        ("small", 1000, {"max_tokens": 10}, 250_000 + 10 * 2000),
+    ],
+)
+def test_max_cost_nanos_prices_input_and_output_cap_at_the_tier_the_input_hits(
+    model: str, input_tokens: int, body: dict[str, Any], expected: int
+) -> None:
+    assert max_cost_nanos(CONFIG.models[model], input_tokens, body) == expected
+
+
+@pytest.mark.parametrize("model", [None, "gpt-5.2"])
+def test_max_cost_nanos_is_zero_for_a_model_without_prices(model: str | None) -> None:
+    config = CONFIG.models[model] if model else None
+    assert max_cost_nanos(config, 100_000, {"max_completion_tokens": 1000}) == 0
+
+
+# --- the request's own event ---------------------------------------------------------------------
+
+
+def test_recorder_forwarded_request_costs_its_usage_and_saves_nothing() -> None:
+    event = main_event(
+        prompt_tokens=1000, forwarded_tokens=1000, usage=Usage(input_tokens=1000, output_tokens=100)
+    )
+    assert (event.id, event.tenant, event.key_id, event.parent_id) == ("req_1", "acme", "k1", None)
+    assert (event.requested_model, event.model, event.provider, event.action) == (
+        "gpt-5.4",
+        "gpt-5.4",
+        "mock",
+        "forward",
+    )
+    assert event.cost_nanos == event.counterfactual_nanos == 2_500_000 + 1_500_000
+    assert event.saving_nanos == 0 and event.tier is None and not event.estimated
+
+
+@pytest.mark.parametrize(
+    ("fields", "cost", "counterfactual"),
+    [
+        pytest.param(
+            {"action": "compress", "prompt_tokens": 260_000, "usage": Usage(150_000, 0, 500)},
+            375_000_000 + 7_500_000,
+            650_000_000 + 7_500_000,
+            id="compressed-below-the-line",
+        ),
+        pytest.param(
+            {"action": "retrieve", "prompt_tokens": 300_000, "usage": Usage(120_000, 0, 500)},
+            300_000_000 + 7_500_000,
+            1_500_000_000 + 11_250_000,
+            id="retrieved-unchanged-would-hit-the-tier",
+        ),
+        pytest.param(
+            {"action": "compress", "prompt_tokens": 260_000, "usage": Usage(150_000, 100_000, 500)},
+            125_000_000 + 25_000_000 + 7_500_000,
+            400_000_000 + 25_000_000 + 7_500_000,
+            id="cached-input-priced-as-cached-in-both",
+        ),
+        pytest.param(
+            {
+                "action": "reroute",
+                "called_model": "small",
+                "prompt_tokens": 1000,
+                "usage": Usage(1000, 0, 100),
+            },
+            250_000 + 200_000,
+            2_500_000 + 1_500_000,
+            id="rerouted-counterfactual-at-the-requested-model",
+        ),
+    ],
+)
+def test_recorder_counterfactual_prices_the_unchanged_request(
+    fields: dict[str, Any], cost: int, counterfactual: int
+) -> None:
+    event = main_event(**fields)
+    assert event.cost_nanos == cost
+    assert event.counterfactual_nanos == counterfactual
+    assert event.saving_nanos == counterfactual - cost
+    assert event.tier is None  # what was sent stayed below the line
+
+
+def test_recorder_request_sent_above_the_line_is_billed_at_the_tier() -> None:
+    event = main_event(prompt_tokens=300_000, usage=Usage(input_tokens=300_000, output_tokens=500))
+    assert event.tier == "tier0"
+    assert event.cost_nanos == event.counterfactual_nanos == 1_500_000_000 + 11_250_000
+
+
+def test_recorder_model_without_prices_costs_nothing() -> None:
+    event = main_event(called_model="gpt-5.2", usage=Usage(input_tokens=1000, output_tokens=100))
+    assert (event.model, event.cost_nanos, event.counterfactual_nanos, event.tier) == ("gpt-5.2", 0, 0, None)
+
+
+def test_recorder_estimates_from_output_text_when_usage_is_missing() -> None:
+    event = main_event(
+        stream=True, prompt_tokens=1300, forwarded_tokens=1234, usage=None, output_text="hello world"
+    )
+    assert event.estimated and event.stream
+    assert (event.input_tokens, event.output_tokens) == (1234, 2)  # o200k: "hello world" is 2 tokens
+    assert event.cost_nanos == 1234 * 2_500 + 2 * 15_000
+
+
+@pytest.mark.parametrize(
+    ("prompt", "forwarded", "text", "expected"),
+    [
+        (1300, None, "", (1300, 0)),
+        (None, None, "hello world", (0, 2)),
+        (None, 40, "hello world hello world", (40, 4)),
+    ],
+)
+def test_recorder_estimate_falls_back_to_received_tokens(
+    prompt: int | None, forwarded: int | None, text: str, expected: tuple[int, int]
+) -> None:
+    usage = recorder().estimate(
+        request(prompt_tokens=prompt, forwarded_tokens=forwarded, usage=None, output_text=text)
+    )
+    assert (usage.input_tokens, usage.output_tokens, usage.estimated) == (*expected, True)
+
+
+# --- side calls, through a real ledger -----------------------------------------------------------
+
+
+@pytest.fixture
+async def ledger(tmp_path: Path, redis_client: aioredis.Redis) -> AsyncIterator[Ledger]:
+    async with Ledger(
+        redis_client, spool_dir=tmp_path / "spool", config=LedgerConfig(linger_seconds=0)
+    ) as opened:
+        yield opened
+
+
+async def recorded(ledger: Ledger, redis: aioredis.Redis, tenant: str) -> dict[str, CostEvent]:
+    await ledger.drain()
+    now = int(time.time() * 1000)
+    period = Period(now - 3_600_000, now + 3_600_000)
+    return {event.id: event async for event in LedgerReader(redis).events(tenant, period)}
+
+
+def side(kind: str, model: str, usage: Usage | None, status: int = 200) -> SideCall:
+    return SideCall(kind=kind, model=model, provider="mock", usage=usage, seconds=0.25, status=status)
+
+
+@pytest.mark.anyio
+async def test_recorder_side_calls_become_events_numbered_per_kind_under_the_request(
+    ledger: Ledger, redis_client: aioredis.Redis, tenant_name: str
+) -> None:
+    record = request(
+        request_id="req_side",
+        tenant=Tenant(tenant_name, "k1"),
+        action="compress",
+        prompt_tokens=260_000,
+        usage=Usage(150_000, 0, 500),
+        side_calls=[
+            side("summary", "small", Usage(10_000, 0, 500)),
+            side("embeddings", "text-embedding-3-small", Usage(2_000)),
+            side("summary", "small", None, status=502),
+        ],
+    )
+    recorder(ledger)(record)
+    events = await recorded(ledger, redis_client, tenant_name)
+    assert sorted(events) == ["req_side", "req_side:embeddings:1", "req_side:summary:1", "req_side:summary:2"]
+    first, failed, embedded = (
+        events["req_side:summary:1"],
+        events["req_side:summary:2"],
+        events["req_side:embeddings:1"],
+    )
+    assert {e.parent_id for e in (first, failed, embedded)} == {"req_side"}
+    assert {e.counterfactual_nanos for e in (first, failed, embedded)} == {0}
+    assert (first.action, first.model, first.cost_nanos, first.estimated) == (
+        "summary",
+        "small",
+        2_500_000 + 1_000_000,
+        False,
+    )
+    assert (failed.status, failed.cost_nanos, failed.estimated) == (502, 0, True)
+    assert (embedded.action, embedded.cost_nanos, embedded.latency_ms) == ("embeddings", 0, 250)
+    request_total = sum(e.saving_nanos for e in events.values())
+    assert request_total == events["req_side"].counterfactual_nanos - sum(
+        e.cost_nanos for e in events.values()
+    )
+
+
+@pytest.mark.anyio
+async def test_recorder_request_that_never_reached_a_model_keeps_only_its_side_events(
+    ledger: Ledger, redis_client: aioredis.Redis, tenant_name: str
+) -> None:
+    record = request(
+        request_id="req_failed",
+        tenant=Tenant(tenant_name, "k1"),
+        called_model=None,
+        status=502,
+        side_calls=[side("summary", "small", Usage(10_000, 0, 500))],
+    )
+    recorder(ledger)(record)
+    assert list(await recorded(ledger, redis_client, tenant_name)) == ["req_failed:summary:1"]
+
+
+@pytest.mark.anyio
+async def test_recorder_bills_a_trusted_probe_to_the_probe_tenant(
+    ledger: Ledger, redis_client: aioredis.Redis, tenant_name: str
+) -> None:
+    record = request(request_id=f"req_{tenant_name}", tenant=Tenant(tenant_name, "k1"), usage=Usage(10, 0, 1))
+    record.bill_tenant = PROBE_TENANT
+    recorder(ledger)(record)
+    assert await recorded(ledger, redis_client, tenant_name) == {}
+    probe_events = await recorded(ledger, redis_client, PROBE_TENANT)
+    assert probe_events[f"req_{tenant_name}"].key_id == "k1"
+
+
+@pytest.mark.anyio
+async def test_recorder_ignores_a_request_without_a_tenant(ledger: Ledger) -> None:
+    recorder(ledger)(request(tenant=None, usage=Usage(10, 0, 1)))
+    assert ledger.stats().recorded == 0
