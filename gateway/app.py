@@ -18,6 +18,8 @@ from gateway.ledger import LedgerReader
 from gateway.ledger import routes as ledger_routes
 from gateway.lifespan import open_gateway
 from gateway.logs import configure_logging
+from gateway.metrics import scrape as scrape_metrics
+from gateway.responses import routes as responses_routes
 from gateway.sampling import routes as sampling_routes
 from gateway.sampling.config import SamplingConfig
 from gateway.settings import Settings
@@ -70,10 +72,17 @@ def mount_routes(app: FastAPI) -> None:
     add = app.router.add_route
     add("/v1/chat/completions", routes.chat_completions, methods=["POST"])
     add("/v1/embeddings", routes.embeddings, methods=["POST"])
+    add("/v1/responses", responses_routes.create, methods=["POST"])
+    app.router.add_websocket_route("/v1/responses", responses_routes.refuse_websocket)
+    add("/v1/responses/compact", responses_routes.compact, methods=["POST"])
+    add("/v1/responses/input_tokens", responses_routes.input_tokens, methods=["POST"])
+    add("/v1/responses/{response_id}", responses_routes.by_id, methods=["GET", "DELETE"])
+    add("/v1/responses/{response_id}/{action}", responses_routes.by_id, methods=["GET", "POST"])
     add("/v1/models", routes.list_models, methods=["GET"])
     add("/v1/models/{model:path}", routes.retrieve_model, methods=["GET"])
     add("/healthz", routes.healthz, methods=["GET"])
     add("/readyz", routes.readyz, methods=["GET"])
+    add("/metrics", scrape_metrics, methods=["GET"])
     app.include_router(admin_config_router())
     app.include_router(
         ledger_routes.admin_router(

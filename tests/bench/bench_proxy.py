@@ -2,8 +2,9 @@
 
 Run: ``.venv/bin/python -m tests.bench.bench_proxy [--seconds 20]``. The gateway is pinned to core 0; the
 fast mock upstream (tests/bench/fast_upstream.py) and the load generators share core 1: this process for
-the open-loop latency run, wrk (when installed) for the saturation run. Requests are ~1 KB chat completions. Direct and
-through-the-gateway requests are interleaved in the same run, so "added" compares like with like.
+the open-loop latency run, wrk (when installed) for the saturation run. Requests are ~1 KB chat
+completions. Direct and through-the-gateway requests are interleaved in the same run, so "added" compares
+like with like.
 """
 
 from __future__ import annotations

@@ -1,0 +1,125 @@
+"""The metrics of one process: where their values live (its own registry, or the multiprocess directory
+shared by all workers), the gauges read from the process's state, and the text a scrape returns."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, generate_latest, multiprocess, values
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+
+from gateway.ledger.spool import REJECTED, SUFFIX
+from gateway.metrics.families import Families, build_families
+
+REFRESH_SECONDS = 1.0
+"""How often each process writes its gauges (queue depths, reload failures) for the others' scrapes."""
+
+
+@dataclass(frozen=True, slots=True)
+class StateReading:
+    """What the gauges show of one process, read by the caller from its ledger, sampler and config."""
+
+    ledger_queue: int
+    sampler_queue: int
+    reload_failures: int
+    config_rejected: bool
+
+
+class SpoolCollector:
+    """The spool directory, read at scrape time: all processes on the machine share it, so its size is
+    a fact of the directory, not a sum over workers."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+
+    def collect(self) -> Iterator[Metric]:
+        pending = rejected = 0
+        with contextlib.suppress(FileNotFoundError):
+            for entry in os.scandir(self._directory):
+                if not entry.name.endswith(SUFFIX):
+                    continue
+                with contextlib.suppress(FileNotFoundError):  # replayed and removed meanwhile
+                    size = entry.stat().st_size
+                    if entry.name == REJECTED:
+                        rejected += size
+                    else:
+                        pending += size
+        yield GaugeMetricFamily(
+            "gateway_ledger_spool_bytes", "Bytes of cost events in the spool waiting for Redis", value=pending
+        )
+        yield GaugeMetricFamily(
+            "gateway_ledger_rejected_bytes", "Bytes of cost events set aside for a person", value=rejected
+        )
+
+
+class GatewayMetrics:
+    """``multiproc_dir``: prometheus_client's multiprocess directory (the environment's
+    ``PROMETHEUS_MULTIPROC_DIR``, which must be set before prometheus_client is first imported), or
+    ``None`` to keep the values in this process. ``read_state`` is called for the gauges."""
+
+    def __init__(
+        self,
+        *,
+        multiproc_dir: Path | None,
+        spool_dir: Path,
+        read_state: Callable[[], StateReading],
+        refresh_seconds: float = REFRESH_SECONDS,
+    ) -> None:
+        if multiproc_dir is not None and values.ValueClass is values.MutexValue:
+            raise RuntimeError(
+                "PROMETHEUS_MULTIPROC_DIR was set after prometheus_client was imported: "
+                "set it before the process starts (gateway serve does)"
+            )
+        self.multiproc_dir = multiproc_dir
+        self._registry: CollectorRegistry | None = None
+        if multiproc_dir is not None:
+            multiproc_dir.mkdir(parents=True, exist_ok=True)
+        else:
+            self._registry = CollectorRegistry(auto_describe=True)
+            self._registry.register(SpoolCollector(spool_dir))
+        self.families: Families = build_families(self._registry)
+        self._spool = SpoolCollector(spool_dir)
+        self._read_state = read_state
+        self._refresh_seconds = refresh_seconds
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.refresh()
+        self._task = asyncio.create_task(self._refresh_forever(), name="metrics-refresh")
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.multiproc_dir is not None:  # this process's gauges leave the sums; its counters stay
+            multiprocess.mark_process_dead(os.getpid(), str(self.multiproc_dir))  # type: ignore[no-untyped-call]
+
+    def refresh(self) -> None:
+        state = self._read_state()
+        f = self.families
+        f.ledger_queue.set(state.ledger_queue)
+        f.sampler_queue.set(state.sampler_queue)
+        f.reload_failures.set(state.reload_failures)
+        f.config_rejected.set(1 if state.config_rejected else 0)
+
+    def render(self) -> bytes:
+        """The exposition text: in multiprocess mode the sum over every worker's files."""
+        if self._registry is not None:
+            return generate_latest(self._registry)
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, path=str(self.multiproc_dir))  # type: ignore[no-untyped-call]
+        registry.register(self._spool)
+        return generate_latest(registry)
+
+    async def _refresh_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._refresh_seconds)
+            self.refresh()

@@ -1,0 +1,107 @@
+"""The metrics observer: after each response, what the request did goes into the metric families.
+
+It runs on every request, so it only adds to counters: the label children are looked up once and kept,
+and the costs come from the ledger's own pricing of the request (``LedgerRecorder``'s events), so the
+metrics and the ledger never disagree on what a request cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from gateway.config import GatewayConfig
+from gateway.ledger import CostEvent
+from gateway.metering import LedgerRecorder
+from gateway.metrics.families import Families
+from gateway.record import RequestRecord
+
+if TYPE_CHECKING:
+    from gateway.metrics.exposition import GatewayMetrics
+
+NANOS_PER_USD = 1_000_000_000
+OTHER = "other"
+"""The model label of names that are not in the config: clients choose them, so they are not labels."""
+MAIN = "request"
+"""The ``kind`` label of a request's own upstream call (side calls carry theirs: summary, embeddings)."""
+
+
+class RequestMetrics:
+    """``exposition``: the process's metrics these families belong to, which ``GET /metrics`` renders."""
+
+    def __init__(
+        self,
+        families: Families,
+        *,
+        config: Callable[[], GatewayConfig],
+        recorder: LedgerRecorder,
+        exposition: GatewayMetrics | None = None,
+    ) -> None:
+        self.families = families
+        self.exposition = exposition
+        self._config = config
+        self._recorder = recorder
+        self._children: dict[tuple[object, ...], Any] = {}
+
+    def __call__(self, record: RequestRecord) -> None:
+        config = self._config()
+        models = config.models
+        f = self.families
+        model = _label(record.called_model or record.requested_model, models)
+        if record.status:  # background work (pre-compression) has none: not a request, only its calls
+            self._child(f.requests, record.endpoint, model, record.action, str(record.status)).inc()
+        if record.retries:
+            self._child(f.retries, model).inc(record.retries)
+        upstream = record.upstream_seconds
+        if upstream is not None:
+            self._child(f.upstream_latency, model).observe(upstream)
+            if record.total_seconds is not None:
+                self._child(f.overhead, record.endpoint).observe(max(0.0, record.total_seconds - upstream))
+        if record.first_token_seconds is not None:
+            self._child(f.first_token, model).observe(record.first_token_seconds)
+        for event, kind in self._events(record, config):
+            self._count(event, kind, models)
+
+    def _events(self, record: RequestRecord, config: GatewayConfig) -> list[tuple[CostEvent, str]]:
+        """The cost events the ledger records for ``record``, with the kind of call each one is."""
+        if record.tenant is None:
+            return []
+        tenant = record.bill_tenant or record.tenant.name
+        events = []
+        if record.called_model is not None:
+            events.append((self._recorder.main_event(record, config, tenant), MAIN))
+        for n, call in enumerate(record.side_calls, start=1):
+            events.append((self._recorder.side_event(record, call, config, tenant, n), call.kind))
+        return events
+
+    def _count(self, event: CostEvent, kind: str, models: Mapping[str, object]) -> None:
+        f = self.families
+        model = _label(event.model, models)
+        if event.input_tokens:
+            self._child(f.input_tokens, model).inc(event.input_tokens)
+        if event.cached_tokens:
+            self._child(f.cached_input_tokens, model).inc(event.cached_tokens)
+        if event.output_tokens:
+            self._child(f.output_tokens, model).inc(event.output_tokens)
+        if event.cost_nanos:
+            self._child(f.cost, model, kind).inc(event.cost_nanos / NANOS_PER_USD)
+        saving = event.saving_nanos
+        if saving > 0:
+            self._child(f.savings, _label(event.requested_model, models)).inc(saving / NANOS_PER_USD)
+        elif saving < 0:
+            self._child(f.savings_cost, _label(event.requested_model, models)).inc(-saving / NANOS_PER_USD)
+
+    def _child(self, family: Any, *labels: str) -> Any:
+        """``family.labels(*labels)``, looked up once per distinct label set (that lookup validates and
+        locks; this is a dict read)."""
+        key = (id(family), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = family.labels(*labels)
+        return child
+
+
+def _label(model: str | None, models: Mapping[str, object]) -> str:
+    if model is None:
+        return ""
+    return model if model in models else OTHER

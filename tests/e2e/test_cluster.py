@@ -1,0 +1,205 @@
+"""Redis Cluster: a real three-node cluster started from the redis-server binary; the ledger, budgets,
+sampler and caches work on it (every multi-key operation stays in one slot), and so does `gateway serve`
+with GATEWAY_REDIS_CLUSTER."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import httpx
+import pytest
+from redis.asyncio.cluster import RedisCluster
+from redis.cluster import key_slot
+
+from gateway.cache import RedisCache
+from gateway.errors import BudgetExceeded
+from gateway.ledger import BudgetConfig, Budgets, CostEvent, Ledger, LedgerKeys, LedgerReader, Period
+from gateway.ledger.period import day_of
+from gateway.ledger.reply import integer
+from gateway.lifespan import redis_client
+from gateway.redisserver import EmbeddedRedis, EmbeddedRedisError, free_cluster_port, redis_cli_binary
+from gateway.sampling.keys import SamplingKeys
+from gateway.sampling.store import Entry, append
+from tests.e2e.test_shutdown import mock_config, serving
+from tests.factories import TENANT_KEY
+
+NODES = 3
+
+
+def create_cluster(ports: list[int]) -> None:
+    addresses = [f"127.0.0.1:{port}" for port in ports]
+    subprocess.run(
+        [redis_cli_binary(), "--cluster", "create", *addresses, "--cluster-yes"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        states = [
+            subprocess.run(
+                [redis_cli_binary(), "-p", str(port), "cluster", "info"], capture_output=True, timeout=10
+            ).stdout
+            for port in ports
+        ]
+        if all(b"cluster_state:ok" in state for state in states):
+            return
+        time.sleep(0.1)
+    raise RuntimeError("the cluster did not reach cluster_state:ok")
+
+
+@pytest.fixture(scope="module")
+def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    try:
+        redis_cli_binary()
+    except EmbeddedRedisError as exc:
+        pytest.skip(f"no Redis binaries to start a cluster with: {exc}")
+    root = tmp_path_factory.mktemp("cluster")
+    ports = [free_cluster_port() for _ in range(NODES)]
+    with ExitStack() as stack:
+        for port in ports:
+            stack.enter_context(EmbeddedRedis(root / str(port), port=port, persist=False, cluster=True))
+        create_cluster(ports)
+        yield f"redis://127.0.0.1:{ports[0]}/0"
+
+
+@pytest.fixture
+async def cluster(cluster_url: str) -> AsyncIterator[RedisCluster]:
+    client = redis_client(cluster_url, cluster=True)
+    assert isinstance(client, RedisCluster)
+    await client.initialize()  # learn the slots (the gateway's client does it on its first command)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+def tenants_on_every_node(client: RedisCluster, count: int = 12) -> list[str]:
+    """Tenant names whose hash tags land on different nodes (a dozen random names cover three)."""
+    names = [f"t-{uuid.uuid4().hex[:12]}" for _ in range(count)]
+    nodes = {client.nodes_manager.get_node_from_slot(key_slot(f"{{{name}}}".encode())).name for name in names}
+    assert len(nodes) == NODES
+    return names
+
+
+def event(tenant: str, number: int, *, cost: int = 1_000) -> CostEvent:
+    return CostEvent(
+        id=f"{tenant}-{number}",
+        time_ms=int(time.time() * 1000),
+        tenant=tenant,
+        key_id="k",
+        requested_model="gpt-5.4",
+        model="gpt-5.4",
+        provider="mock",
+        action="forward",
+        input_tokens=10,
+        cached_tokens=0,
+        output_tokens=5,
+        reasoning_tokens=0,
+        tier=None,
+        cost_nanos=cost,
+        counterfactual_nanos=cost,
+    )
+
+
+def this_hour() -> Period:
+    now = int(time.time() * 1000)
+    return Period(now - 3_600_000, now + 3_600_000)
+
+
+@pytest.mark.anyio
+async def test_cluster_ledger_applies_batches_that_span_every_node(
+    cluster: RedisCluster, tmp_path: Path
+) -> None:
+    tenants = tenants_on_every_node(cluster)
+    await cluster.script_flush()  # the first apply meets NOSCRIPT on every node and loads the script
+    async with Ledger(cluster, spool_dir=tmp_path / "spool") as ledger:  # type: ignore[arg-type]
+        for number in range(5):
+            for tenant in tenants:
+                ledger.record(event(tenant, number))
+        ledger.record(event(tenants[0], 0))  # a duplicate: counted once
+        await ledger.drain()
+        stats = ledger.stats()
+    assert (stats.applied, stats.duplicates, stats.spooled) == (5 * len(tenants), 1, 0)
+    reader = LedgerReader(cluster)  # type: ignore[arg-type]
+    keys = LedgerKeys()
+    for tenant in tenants:
+        found = [found async for found in reader.events(tenant, this_hour())]
+        assert sorted(e.id for e in found) == sorted(f"{tenant}-{n}" for n in range(5))
+        usage = await reader.usage(tenant, now_ms=int(time.time() * 1000))
+        assert usage.today.cost_nanos == 5_000
+        assert integer(await cluster.hget(keys.daily(tenant, day_of(found[0].time_ms)), "requests")) == 5
+    assert set(tenants) <= set(await reader.tenants())
+
+
+@pytest.mark.anyio
+async def test_cluster_budgets_reserve_refuse_and_settle(cluster: RedisCluster, tmp_path: Path) -> None:
+    tenants = tenants_on_every_node(cluster)
+    budget = BudgetConfig(monthly_usd="0.000003")  # type: ignore[arg-type]  # 3,000 nano-dollars
+    budgets = Budgets(cluster, budget_of=lambda name: budget)  # type: ignore[arg-type]
+    async with Ledger(cluster, spool_dir=tmp_path / "spool") as ledger:  # type: ignore[arg-type]
+        for tenant in tenants:
+            held = [await budgets.reserve(tenant, f"{tenant}-{n}", 1_000) for n in range(3)]
+            with pytest.raises(BudgetExceeded):
+                await budgets.reserve(tenant, f"{tenant}-3", 1_000)
+            await budgets.release(held[2])
+            ledger.record(event(tenant, 0, cost=1_000))  # settles the first hold
+            await ledger.drain()
+            assert await budgets.reserve(tenant, f"{tenant}-4", 1_000) is not None
+            with pytest.raises(BudgetExceeded):
+                await budgets.reserve(tenant, f"{tenant}-5", 1_000)
+
+
+@pytest.mark.anyio
+async def test_cluster_sampler_streams_and_caches_stay_in_one_slot_each(cluster: RedisCluster) -> None:
+    keys = SamplingKeys()
+    models = [f"m-{uuid.uuid4().hex[:8]}" for _ in range(12)]
+    entries = [Entry(model, keys.samples(model), {"n": str(n)}, 100) for n in range(3) for model in models]
+    await append(cluster, entries, keys=keys)  # type: ignore[arg-type]
+    for model in models:
+        assert await cluster.xlen(keys.samples(model)) == 3
+    assert set(models) <= {member.decode() for member in await cluster.smembers(keys.models())}
+
+    for tenant in tenants_on_every_node(cluster):
+        cache = RedisCache(cluster, tenant, "summary")  # type: ignore[arg-type]
+        await cache.set("k", b"value", ttl_seconds=60)
+        assert await cache.get("k") == b"value"
+        assert await cache.acquire("k", ttl_seconds=5)
+        assert not await cache.acquire("k", ttl_seconds=5)
+        await cache.release("k")  # a Lua script on the lock key
+        assert await cache.acquire("k", ttl_seconds=5)
+
+
+@pytest.mark.anyio
+async def test_cluster_serve_records_events_and_enforces_budgets(
+    tmp_path: Path,
+    mock_url: str,
+    mock: httpx.Client,
+    cluster_url: str,
+    cluster: RedisCluster,
+    tenant_name: str,
+) -> None:
+    config = mock_config(mock_url, {tenant_name: {"keys": [TENANT_KEY], "budget": {"monthly_usd": "0.0005"}}})
+    body = {"model": "gpt-5.4", "max_tokens": 5, "messages": [{"role": "user", "content": "Hello there"}]}
+    headers = {"authorization": f"Bearer {TENANT_KEY}"}
+    env = {"GATEWAY_REDIS_URL": cluster_url, "GATEWAY_REDIS_CLUSTER": "true"}
+    with serving(tmp_path, config, **env) as (_, url):
+        assert httpx.get(f"{url}/readyz").status_code == 200
+        answered: list[str] = []
+        for _ in range(100):
+            response = httpx.post(f"{url}/v1/chat/completions", json=body, headers=headers, timeout=30)
+            if response.status_code == 429:
+                break
+            assert response.status_code == 200, response.text
+            answered.append(response.headers["x-gateway-request-id"])
+        assert response.json()["error"]["code"] == "budget_exceeded"
+    reader = LedgerReader(cluster)  # type: ignore[arg-type]
+    found = [found async for found in reader.events(tenant_name, this_hour())]
+    assert sorted(e.id for e in found) == sorted(answered) and answered
+    usage = await reader.usage(tenant_name, now_ms=int(time.time() * 1000))
+    assert usage.this_month.cost_nanos == sum(e.cost_nanos for e in found) <= 500_000
