@@ -16,6 +16,15 @@ from gateway.errors import InvalidRequest, MalformedJSON, PayloadTooLarge
 JsonObject = dict[str, Any]
 
 
+def headers_of(request: Request) -> dict[str, str]:
+    """The request's headers as a plain dict, decoded once per request (Starlette's ``Headers`` decodes
+    and scans its raw list on every lookup, and a request is looked up a dozen times)."""
+    headers: dict[str, str] | None = request.scope.get("gateway.headers")
+    if headers is None:
+        headers = request.scope["gateway.headers"] = dict(request.headers.items())
+    return headers
+
+
 async def read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:

@@ -116,7 +116,10 @@ async def open_gateway(
     )
     await metrics.start()
     stack.push_async_callback(metrics.close)
-    recorder = LedgerRecorder(ledger, config=live.config, counter=live.counter)
+    request_metrics = RequestMetrics(metrics.families, config=live.config, exposition=metrics)
+    recorder = LedgerRecorder(
+        ledger, config=live.config, counter=live.counter, sinks=[request_metrics.count_event]
+    )
     pool = UpstreamPool(client_factory or partial(default_client, transport=settings.http_transport))
     stack.push_async_callback(pool.aclose)
     background = Background()
@@ -125,7 +128,7 @@ async def open_gateway(
         RequestLog(),
         recorder,
         Sampler(samples, config=live.sampling),
-        RequestMetrics(metrics.families, config=live.config, recorder=recorder, exposition=metrics),
+        request_metrics,
     )
     pipeline = Pipeline(
         store=store,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gateway.config import GatewayConfig, ModelConfig
@@ -37,27 +37,49 @@ def max_cost_nanos(model: ModelConfig | None, input_tokens: int, body: Mapping[s
     return price(Usage(input_tokens=input_tokens, output_tokens=output), model.pricing).total_nanos
 
 
+MAIN_CALL = "request"
+"""The kind of a request's own upstream call (side calls carry theirs: summary, embeddings)."""
+
+EventSink = Callable[[CostEvent, str], None]
+"""Also told of every event with its kind (the metrics count them), so a request is priced once."""
+
+
 class LedgerRecorder:
     """An observer (runs after the response): turns a finished request into cost events."""
 
     def __init__(
-        self, ledger: Ledger, *, config: Callable[[], GatewayConfig], counter: Callable[[], TokenCounter]
+        self,
+        ledger: Ledger,
+        *,
+        config: Callable[[], GatewayConfig],
+        counter: Callable[[], TokenCounter],
+        sinks: Sequence[EventSink] = (),
     ) -> None:
         self._ledger = ledger
         self._config = config
         self._counter = counter
+        self.sinks = list(sinks)
 
     def __call__(self, record: RequestRecord) -> None:
+        for event, kind in self.events(record):
+            self._ledger.record(event)
+            for sink in self.sinks:
+                sink(event, kind)
+
+    def events(self, record: RequestRecord) -> list[tuple[CostEvent, str]]:
+        """The request's own event (when it reached a model) and one per side call, with their kinds."""
         if record.tenant is None:
-            return
+            return []
         config = self._config()
         tenant = record.bill_tenant or record.tenant.name
+        events = []
         if record.called_model is not None:
-            self._ledger.record(self.main_event(record, config, tenant))
+            events.append((self.main_event(record, config, tenant), MAIN_CALL))
         kinds: Counter[str] = Counter()
         for call in record.side_calls:
             kinds[call.kind] += 1
-            self._ledger.record(self.side_event(record, call, config, tenant, kinds[call.kind]))
+            events.append((self.side_event(record, call, config, tenant, kinds[call.kind]), call.kind))
+        return events
 
     def main_event(self, record: RequestRecord, config: GatewayConfig, tenant: str) -> CostEvent:
         assert record.tenant is not None and record.called_model is not None

@@ -20,6 +20,7 @@ from gateway import replies
 from gateway.admission import Hold
 from gateway.auth import presented_key
 from gateway.background import Background
+from gateway.body import headers_of
 from gateway.errors import GatewayError, RouteNotFound
 from gateway.ledger import Budgets
 from gateway.metering import max_cost_nanos
@@ -71,11 +72,11 @@ class Pipeline:
     # --- steps 1-2: who is calling, and what do they send -------------------------------------------
 
     def authenticate(self, runtime: Runtime, request: Request) -> Tenant:
-        return runtime.keyring.resolve(presented_key(request.headers))
+        return runtime.keyring.resolve(presented_key(headers_of(request)))
 
     def begin(self, request: Request, endpoint: str) -> RequestRecord:
-        record = RequestRecord(request_id=request_id_for(request.headers), endpoint=endpoint)
-        record.probe = is_probe(request.headers)
+        record = RequestRecord(request_id=request_id_for(headers_of(request)), endpoint=endpoint)
+        record.probe = is_probe(headers_of(request))
         request.state.request_id = record.request_id
         return record
 
@@ -99,7 +100,7 @@ class Pipeline:
                 admitted(runtime, plan, record.requested_model),
                 path="/chat/completions",
                 body_for=lambda route: _chat_body(raw, plan, route, add_usage=add_usage),
-                incoming_headers=request.headers,
+                incoming_headers=headers_of(request),
                 stream=record.stream,
             )
         except GatewayError as exc:
@@ -146,7 +147,7 @@ class Pipeline:
                 routes,
                 path="/responses",
                 body_for=lambda route: responses_body(raw, plan, route),
-                incoming_headers=request.headers,
+                incoming_headers=headers_of(request),
                 stream=record.stream,
             )
         except GatewayError as exc:
@@ -186,7 +187,7 @@ class Pipeline:
             await hold.take(
                 runtime,
                 record,
-                request.headers,
+                headers_of(request),
                 lambda: max_cost_nanos(runtime.config.models.get(model), tokens, caps),
             )
 
@@ -196,7 +197,7 @@ class Pipeline:
             model=model,
             body=body,
             body_len=body_len,
-            headers=request.headers,
+            headers=headers_of(request),
             transforms=self.transforms_for(runtime, record),
             admit=admit,
             front=front,
@@ -215,7 +216,7 @@ class Pipeline:
             runtime = self.store.current
             record.tenant = self.authenticate(runtime, request)
             raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
-            model = _model_of(raw, request.headers.get("content-type", ""))
+            model = _model_of(raw, headers_of(request).get("content-type", ""))
             if model is None or model not in runtime.routes:
                 raise RouteNotFound(
                     f"Unknown request URL: {request.method} /v1/{path}. The gateway cannot route it."
@@ -226,7 +227,7 @@ class Pipeline:
                 runtime.candidates(model)[:1],
                 path=f"/{path}",
                 body_for=lambda route: raw,
-                incoming_headers=request.headers,
+                incoming_headers=headers_of(request),
                 stream=False,
                 method=request.method,
             )
@@ -249,7 +250,7 @@ class Pipeline:
                 runtime.candidates(record.requested_model),
                 path=path,
                 body_for=lambda route: _with_model(raw, body, route),
-                incoming_headers=request.headers,
+                incoming_headers=headers_of(request),
                 stream=False,
             )
         except GatewayError as exc:

@@ -1,8 +1,8 @@
 """The metrics observer: after each response, what the request did goes into the metric families.
 
 It runs on every request, so it only adds to counters: the label children are looked up once and kept,
-and the costs come from the ledger's own pricing of the request (``LedgerRecorder``'s events), so the
-metrics and the ledger never disagree on what a request cost.
+and the costs are the ledger's own events, handed over by ``LedgerRecorder`` (``count_event`` is one of
+its sinks), so a request is priced once and the metrics and the ledger never disagree on what it cost.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.config import GatewayConfig
 from gateway.ledger import CostEvent
-from gateway.metering import LedgerRecorder
 from gateway.metrics.families import Families
 from gateway.record import RequestRecord
 
@@ -34,13 +33,11 @@ class RequestMetrics:
         families: Families,
         *,
         config: Callable[[], GatewayConfig],
-        recorder: LedgerRecorder,
         exposition: GatewayMetrics | None = None,
     ) -> None:
         self.families = families
         self.exposition = exposition
         self._config = config
-        self._recorder = recorder
         self._children: dict[tuple[object, ...], Any] = {}
 
     def __call__(self, record: RequestRecord) -> None:
@@ -59,20 +56,10 @@ class RequestMetrics:
                 self._child(f.overhead, record.endpoint).observe(max(0.0, record.total_seconds - upstream))
         if record.first_token_seconds is not None:
             self._child(f.first_token, model).observe(record.first_token_seconds)
-        for event, kind in self._events(record, config):
-            self._count(event, kind, models)
 
-    def _events(self, record: RequestRecord, config: GatewayConfig) -> list[tuple[CostEvent, str]]:
-        """The cost events the ledger records for ``record``, with the kind of call each one is."""
-        if record.tenant is None:
-            return []
-        tenant = record.bill_tenant or record.tenant.name
-        events = []
-        if record.called_model is not None:
-            events.append((self._recorder.main_event(record, config, tenant), MAIN))
-        for n, call in enumerate(record.side_calls, start=1):
-            events.append((self._recorder.side_event(record, call, config, tenant, n), call.kind))
-        return events
+    def count_event(self, event: CostEvent, kind: str) -> None:
+        """A ``LedgerRecorder`` sink: the tokens, cost and saving of one priced upstream call."""
+        self._count(event, kind, self._config().models)
 
     def _count(self, event: CostEvent, kind: str, models: Mapping[str, object]) -> None:
         f = self.families

@@ -18,6 +18,7 @@ from starlette.responses import Response
 
 from gateway import body as bodies
 from gateway import replies
+from gateway.body import headers_of
 from gateway.errors import GatewayError, RouteNotFound
 from gateway.record import RequestRecord, notify
 from gateway.responses.memory import Remembered
@@ -44,7 +45,7 @@ async def by_id(pipeline: Pipeline, request: Request, response_id: str, action: 
             (route,),
             path=with_query(f"/responses/{response_id}{'/' + action if action else ''}", request),
             body_for=lambda route: raw,
-            incoming_headers=request.headers,
+            incoming_headers=headers_of(request),
             stream=False,
             method=request.method,
         )
@@ -71,7 +72,7 @@ async def by_model(pipeline: Pipeline, request: Request, operation: str) -> Resp
                 if route.upstream_model == model
                 else orjson.dumps({**body, "model": route.upstream_model})
             ),
-            incoming_headers=request.headers,
+            incoming_headers=headers_of(request),
             stream=False,
         )
     except GatewayError as exc:

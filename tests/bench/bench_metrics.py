@@ -56,8 +56,10 @@ def measure(calls: int, directory: Path) -> dict[str, tuple[float, float]]:
         read_state=lambda: StateReading(0, 0, 0, False),
     )
     ledger = Ledger(aioredis.Redis(), spool_dir=directory / "spool")  # never started: not used by pricing
-    recorder = LedgerRecorder(ledger, config=lambda: config, counter=shared_counter)
-    observe = RequestMetrics(metrics.families, config=lambda: config, recorder=recorder, exposition=metrics)
+    observe = RequestMetrics(metrics.families, config=lambda: config, exposition=metrics)
+    recorder = LedgerRecorder(
+        ledger, config=lambda: config, counter=shared_counter, sinks=[observe.count_event]
+    )
 
     def record(action: str) -> RequestRecord:
         made = RequestRecord(request_id="req_bench", endpoint="chat", tenant=Tenant("acme", "k"))
@@ -76,12 +78,19 @@ def measure(calls: int, directory: Path) -> dict[str, tuple[float, float]]:
         request_log = RequestLog()
         sys.stdout = stdout
         logged = timed(lambda: request_log(forward), calls)
+    priced = {id(made): recorder.events(made) for made in (forward, compress)}  # priced once, by the ledger
+
+    def count(made: RequestRecord) -> None:
+        observe(made)
+        for event, kind in priced[id(made)]:
+            observe.count_event(event, kind)
+
     for _ in range(1000):  # warm: label children created once, files mapped
-        observe(forward)
-        observe(compress)
+        count(forward)
+        count(compress)
     return {
-        "observer, forward": timed(lambda: observe(forward), calls),
-        "observer, compress + summary": timed(lambda: observe(compress), calls),
+        "observer, forward": timed(lambda: count(forward), calls),
+        "observer, compress + summary": timed(lambda: count(compress), calls),
         "  of which pricing (main_event)": timed(lambda: recorder.main_event(forward, config, "acme"), calls),
         "for comparison: the request log line": logged,
         "render /metrics": timed(metrics.render, max(10, calls // 100)),

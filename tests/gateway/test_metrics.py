@@ -226,14 +226,14 @@ async def test_request_metrics_split_savings_from_what_saving_cost(
     recorder = LedgerRecorder(
         Ledger(redis_client, spool_dir=tmp_path / "spool"), config=lambda: config, counter=shared_counter
     )
-    observe = RequestMetrics(metrics.families, config=lambda: config, recorder=recorder, exposition=metrics)
+    observe = RequestMetrics(metrics.families, config=lambda: config, exposition=metrics)
     record = RequestRecord(request_id="r1", endpoint="chat", tenant=Tenant("acme", "k"))
     record.requested_model = record.called_model = "gpt-5.4"
     record.action, record.status, record.prompt_tokens = action, 200, prompt_tokens
     record.usage = Usage(input_tokens=20_000, output_tokens=10)
     if summary_usage is not None:
         record.side_calls.append(SideCall("summary", "small", "mock", summary_usage, 0.5, 200))
-    observe(record)
+    observed(observe, recorder, record)
     samples = parse(metrics.render().decode())
     assert value(samples, "gateway_savings_usd_total", model="gpt-5.4") == pytest.approx(savings / 1e9)
     assert value(samples, "gateway_savings_cost_usd_total", model="small") == pytest.approx(
@@ -256,10 +256,10 @@ async def test_request_metrics_skip_the_request_count_of_background_work(
     recorder = LedgerRecorder(
         Ledger(redis_client, spool_dir=tmp_path / "spool"), config=lambda: config, counter=shared_counter
     )
-    observe = RequestMetrics(metrics.families, config=lambda: config, recorder=recorder)
+    observe = RequestMetrics(metrics.families, config=lambda: config)
     side = RequestRecord(request_id="r1:pre", endpoint="precompress", tenant=Tenant("acme", "k"))
     side.side_calls.append(SideCall("summary", "small", "mock", Usage(input_tokens=1_000), 0.5, 200))
-    observe(side)
+    observed(observe, recorder, side)
     samples = parse(metrics.render().decode())
     assert not any(name == "gateway_requests_total" for name, _ in samples)
     assert value(samples, "gateway_cost_usd_total", model="small", kind="summary") == pytest.approx(
@@ -323,3 +323,11 @@ def test_gateway_metrics_sum_counters_over_processes_and_drop_gauges_of_those_go
     assert value(samples, "gateway_requests_total", **labels) == 7
     assert value(samples, "gateway_ledger_queue_depth") == 7
     assert value(samples, "gateway_config_reload_failures") == 2  # the max over workers, not the sum
+
+
+def observed(observe: RequestMetrics, recorder: LedgerRecorder, record: RequestRecord) -> None:
+    """What the app does after a response: the metrics observer runs, and the recorder hands it the
+    request's priced events (in the app, as one of its sinks)."""
+    observe(record)
+    for event, kind in recorder.events(record):
+        observe.count_event(event, kind)
