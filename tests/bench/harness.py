@@ -49,9 +49,10 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def peak_rss_mib(pid: int) -> float:
+def peak_rss_mib(pid: int, field: str = "VmHWM") -> float:
+    """Peak resident memory (``VmRSS`` for the current one) of a process, in MiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return float("nan")
 
