@@ -25,7 +25,7 @@ from gateway.errors import GatewayError, RouteNotFound
 from gateway.ledger import Budgets
 from gateway.metering import max_cost_nanos
 from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat
-from gateway.record import Observer, RequestRecord, notify
+from gateway.record import Observer, RequestRecord, notify, notify_soon
 from gateway.reload import ConfigStore
 from gateway.responses import reply as responses_reply
 from gateway.responses.chain import chain_notice, stored_history, with_provider
@@ -164,7 +164,7 @@ class Pipeline:
                 record, exchange, remember=remember, done=lambda: notify(self.observers, record)
             )
         response = await responses_reply.complete(record, exchange, remember=remember)
-        notify(self.observers, record)
+        notify_soon(self.observers, record)
         return response
 
     async def plan(
@@ -310,7 +310,7 @@ class Pipeline:
 
     def respond(self, record: RequestRecord, exchange: Exchange) -> Response:
         response = replies.complete(record, exchange)
-        notify(self.observers, record)
+        notify_soon(self.observers, record)
         return response
 
     def relay_stream(

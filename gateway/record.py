@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -83,3 +84,9 @@ def notify(observers: tuple[Observer, ...], record: RequestRecord) -> None:
             observer(record)
         except Exception:
             log.exception("observer_failed", observer=type(observer).__name__, request_id=record.request_id)
+
+
+def notify_soon(observers: tuple[Observer, ...], record: RequestRecord) -> None:
+    """Notify on the event loop's next turn: after the answer's bytes are handed to the connection, so
+    the observers' work never delays a response, yet it runs even when the client has gone away."""
+    asyncio.get_running_loop().call_soon(notify, observers, record)

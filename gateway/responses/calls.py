@@ -20,7 +20,7 @@ from gateway import body as bodies
 from gateway import replies
 from gateway.body import headers_of
 from gateway.errors import GatewayError, RouteNotFound
-from gateway.record import RequestRecord, notify
+from gateway.record import RequestRecord, notify_soon
 from gateway.responses.memory import Remembered
 from gateway.runtime import Route, Runtime
 from gateway.upstream import Exchange, send
@@ -119,5 +119,5 @@ def _answer(pipeline: Pipeline, record: RequestRecord, exchange: Exchange, *, me
         media_type=upstream.headers.get("content-type", "application/json"),
         headers=replies.headers(record, upstream),
     )
-    notify(pipeline.observers, record)
+    notify_soon(pipeline.observers, record)
     return response
