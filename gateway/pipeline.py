@@ -107,10 +107,7 @@ class Pipeline:
             await hold.release()
             self.fail(record, exc)
             raise
-        self.note_exchange(record, exchange)
-        record.prompt_tokens = await plan.received()
-        record.forwarded_tokens = plan.forwarded_tokens
-        self.after_response(runtime, record, plan)
+        await self.note_sent(runtime, record, plan, exchange)
         if record.stream:
             return self.relay_stream(
                 record, exchange, strip_usage_chunk=add_usage, logprobs=bool(body.get("logprobs"))
@@ -154,10 +151,7 @@ class Pipeline:
             await hold.release()
             self.fail(record, exc)
             raise
-        self.note_exchange(record, exchange)
-        record.prompt_tokens = await plan.received()
-        record.forwarded_tokens = plan.forwarded_tokens
-        self.after_response(runtime, record, plan)
+        await self.note_sent(runtime, record, plan, exchange)
         remember = remembering(self.memory, record, keep=body.get("store") is not False)
         if record.stream:
             return responses_reply.relay(
@@ -296,6 +290,15 @@ class Pipeline:
             name="precompress",
             then=lambda: notify(self.observers, side) if side.side_calls else None,
         )
+
+    async def note_sent(
+        self, runtime: Runtime, record: RequestRecord, plan: Plan, exchange: Exchange
+    ) -> None:
+        """A model answered: what it was, the request's exact counts, and the work left for afterwards."""
+        self.note_exchange(record, exchange)
+        record.prompt_tokens = await plan.received()
+        record.forwarded_tokens = plan.forwarded_tokens
+        self.after_response(runtime, record, plan)
 
     def note_exchange(self, record: RequestRecord, exchange: Exchange) -> None:
         record.called_model = exchange.route.public_model

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol
 
 import anyio
 import httpx
@@ -80,6 +81,33 @@ def read_completion(record: RequestRecord, content: bytes) -> None:
         summary.apply(record)
 
 
+class StreamReading(Protocol):
+    """What a stream reader (chat or Responses events) learnt by the end of a stream."""
+
+    first_token_seconds: float | None
+    finish_reason: str | None
+    usage: dict[str, Any] | None
+
+    @property
+    def output_text(self) -> str: ...
+
+
+async def close_stream(
+    record: RequestRecord, exchange: Exchange, reader: StreamReading, *, finished: bool
+) -> None:
+    """However a relayed stream ended (its end, a broken upstream, a client that went away): close the
+    upstream call, even while being cancelled, and keep what the reader learnt."""
+    record.client_disconnected = not finished and record.error_type is None
+    with anyio.CancelScope(shield=True):
+        await exchange.response.aclose()
+    record.upstream_seconds = time.perf_counter() - exchange.started
+    record.first_token_seconds = reader.first_token_seconds
+    record.finish_reason = reader.finish_reason
+    record.output_text = reader.output_text
+    record.output_text_chars = len(record.output_text)
+    record.usage = usage_from_openai(reader.usage)
+
+
 def relay(
     record: RequestRecord,
     exchange: Exchange,
@@ -108,15 +136,7 @@ def relay(
         except httpx.HTTPError:
             record.error_type = "upstream_stream_broken"
         finally:
-            record.client_disconnected = not finished and record.error_type is None
-            with anyio.CancelScope(shield=True):
-                await upstream.aclose()
-            record.upstream_seconds = time.perf_counter() - exchange.started
-            record.first_token_seconds = reader.first_token_seconds
-            record.finish_reason = reader.finish_reason
-            record.output_text = reader.output_text
-            record.output_text_chars = len(record.output_text)
-            record.usage = usage_from_openai(reader.usage)
+            await close_stream(record, exchange, reader, finished=finished)
             summary = tally.summary() if tally is not None else None
             if summary is not None:
                 summary.apply(record)

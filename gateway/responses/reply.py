@@ -11,7 +11,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
-import anyio
 import httpx
 import orjson
 from starlette.responses import Response, StreamingResponse
@@ -67,15 +66,7 @@ def relay(
         except httpx.HTTPError:
             record.error_type = "upstream_stream_broken"
         finally:
-            record.client_disconnected = not finished and record.error_type is None
-            with anyio.CancelScope(shield=True):
-                await upstream.aclose()
-            record.upstream_seconds = time.perf_counter() - exchange.started
-            record.first_token_seconds = reader.first_token_seconds
-            record.finish_reason = reader.finish_reason
-            record.output_text = reader.output_text
-            record.output_text_chars = len(record.output_text)
-            record.usage = usage_from_openai(reader.usage)
+            await replies.close_stream(record, exchange, reader, finished=finished)
             done()
 
     return StreamingResponse(
