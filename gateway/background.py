@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 
@@ -48,3 +50,13 @@ class Background:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+
+
+async def wind_down(queue: asyncio.Queue[Any], task: asyncio.Task[None], timeout: float) -> None:
+    """Give a queue's writer task ``timeout`` seconds to empty it, then stop the task (what is still
+    queued is the caller's to keep or drop)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(queue.join(), timeout)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

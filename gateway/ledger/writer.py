@@ -11,7 +11,6 @@ spools of processes that died. ``close()`` drains the queue to Redis or, failing
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import structlog
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from gateway.background import wind_down
 from gateway.ledger.apply import EventApplier, StoreUnavailable
 from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys
@@ -98,11 +98,7 @@ class Ledger:
         if queue is None or task is None:
             self._spool.close()
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(queue.join(), timeout)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await wind_down(queue, task, timeout)
         self._task = None
         leftover = [*self._inflight]
         while not queue.empty():

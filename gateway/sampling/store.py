@@ -10,7 +10,6 @@ while Redis is down is acceptable, and nothing is spooled (the cost ledger is th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -19,6 +18,7 @@ import structlog
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from gateway.background import wind_down
 from gateway.sampling.config import SamplingConfig
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.signals import Signal
@@ -109,11 +109,7 @@ class SampleWriter:
         queue, task = self._queue, self._task
         if queue is None or task is None:
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(queue.join(), timeout)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        await wind_down(queue, task, timeout)
         self._task = None
         self._counts["dropped_redis"] += queue.qsize()
         self._queue = None
