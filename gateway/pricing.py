@@ -33,17 +33,14 @@ from gateway.types import Usage
 from gateway.usage import usage_from_openai
 
 __all__ = [
-    "NANOS_PER_USD",
     "Cost",
     "applicable_tier",
-    "format_usd",
     "nanos_per_token",
     "price",
     "price_at_tier",
     "usage_from_openai",
 ]
 
-NANOS_PER_USD = 1_000_000_000
 _NANOS_PER_TOKEN_PER_USD_PER_MILLION = 1000
 
 
@@ -153,13 +150,3 @@ def _input(
         below_uncached + (uncached - uncached_below) * rates.input * input_multiplier,
         below_cached + (cached - cached_below) * rates.cached * cached_multiplier,
     )
-
-
-def format_usd(nanos: int) -> str:
-    """Nano-dollars as a decimal USD string with all nine decimals: 737500000 -> ``"0.737500000"``.
-
-    Fixed precision keeps the edge exact (no float), lossless and sortable as text within a sign.
-    """
-    sign = "-" if nanos < 0 else ""
-    whole, fraction = divmod(abs(nanos), NANOS_PER_USD)
-    return f"{sign}{whole}.{fraction:09d}"

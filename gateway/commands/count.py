@@ -21,7 +21,8 @@ import orjson
 
 from gateway.config import GatewayConfig, ModelConfig
 from gateway.configfile import ConfigError, load_config
-from gateway.pricing import Cost, applicable_tier, format_usd, price_at_tier
+from gateway.money import usd
+from gateway.pricing import Cost, applicable_tier, price_at_tier
 from gateway.runtime import build_engine
 from gateway.settings import Settings
 from gateway.tokens.counter import TokenCount, TokenCounter
@@ -155,7 +156,7 @@ def _projections(
 
 
 def _projection(cost: Cost) -> Projection:
-    return Projection(usd=format_usd(cost.total_nanos), nanos=cost.total_nanos)
+    return Projection(usd=usd(cost.total_nanos), nanos=cost.total_nanos)
 
 
 def render(report: CountReport) -> str:

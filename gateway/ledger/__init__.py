@@ -11,11 +11,11 @@ from __future__ import annotations
 from gateway.ledger.budget import BudgetLookup, Budgets, Reservation
 from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys
-from gateway.ledger.money import nanos_from_usd, usd
 from gateway.ledger.period import Period
 from gateway.ledger.reader import LedgerReader, TenantUsage
 from gateway.ledger.schema import BudgetConfig, LedgerConfig
 from gateway.ledger.writer import Ledger, LedgerStats
+from gateway.money import nanos_from_usd, usd
 
 __all__ = [
     "BudgetConfig",

@@ -27,11 +27,11 @@ from redis.exceptions import MaxConnectionsError, RedisError
 
 from gateway.errors import BudgetExceeded, ServiceUnavailable
 from gateway.ledger.keys import LedgerKeys
-from gateway.ledger.money import usd
 from gateway.ledger.period import day_of, month_of
 from gateway.ledger.reply import integer, text
 from gateway.ledger.schema import BudgetConfig, BudgetPeriod, LedgerConfig
 from gateway.ledger.script import RELEASE, RESERVE, Script
+from gateway.money import usd
 
 MAX_CONCURRENT_CHECKS = 32
 """Budget checks in flight per process: a burst queues here instead of exhausting the connection pool."""

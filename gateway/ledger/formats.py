@@ -15,9 +15,9 @@ from typing import Literal
 import orjson
 
 from gateway.ledger.event import CostEvent
-from gateway.ledger.money import usd
 from gateway.ledger.period import iso_time
 from gateway.ledger.summary import Counters, SummaryRow
+from gateway.money import usd
 
 ExportFormat = Literal["csv", "json", "ndjson"]
 FORMATS: tuple[ExportFormat, ...] = ("csv", "json", "ndjson")

@@ -18,10 +18,10 @@ from fastapi.responses import StreamingResponse
 
 from gateway.errors import InvalidRequest
 from gateway.ledger.formats import FORMATS, MEDIA_TYPES, counters_row, encode_events, encode_summary
-from gateway.ledger.money import usd
 from gateway.ledger.period import Period, iso_time
 from gateway.ledger.reader import LedgerReader, TenantUsage
 from gateway.ledger.summary import GROUPS, GroupBy, summarize, total
+from gateway.money import usd
 from gateway.types import Tenant
 
 T = TypeVar("T")

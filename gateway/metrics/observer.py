@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 from gateway.config import GatewayConfig
 from gateway.ledger import CostEvent
 from gateway.metrics.families import Families
+from gateway.money import NANOS_PER_USD
 from gateway.record import RequestRecord
 
 if TYPE_CHECKING:
     from gateway.metrics.exposition import GatewayMetrics
 
-NANOS_PER_USD = 1_000_000_000
 OTHER = "other"
 """The model label of names that are not in the config: clients choose them, so they are not labels."""
 MAIN = "request"

@@ -14,7 +14,8 @@ import pytest
 from gateway.commands import count
 from gateway.config import GatewayConfig
 from gateway.configfile import load_config
-from gateway.pricing import format_usd, price_at_tier
+from gateway.money import usd
+from gateway.pricing import price_at_tier
 from gateway.tokens.counter import TokenCounter
 from gateway.types import Usage
 from policies import parse_policies
@@ -123,8 +124,8 @@ def test_count_command_json(
     assert pricing is not None
     usage = Usage(input_tokens=expected.total, output_tokens=4000)
     normal, cliff = price_at_tier(usage, pricing, None), price_at_tier(usage, pricing, 0)
-    assert report["normal"] == {"usd": format_usd(normal.total_nanos), "nanos": normal.total_nanos}
-    assert report["at_cliff"] == {"usd": format_usd(cliff.total_nanos), "nanos": cliff.total_nanos}
+    assert report["normal"] == {"usd": usd(normal.total_nanos), "nanos": normal.total_nanos}
+    assert report["at_cliff"] == {"usd": usd(cliff.total_nanos), "nanos": cliff.total_nanos}
     assert cliff.total_nanos > normal.total_nanos
     assert report["billed_at"] == "normal"
     assert report["output_tokens"] == 4000
@@ -239,7 +240,7 @@ def test_count_report_embeddings(config: GatewayConfig, counter: TokenCounter) -
     report = count.build_report("text-embedding-3-small", body, config, counter)
     assert (report.total, report.encoding, report.tools) == (3, "cl100k_base", 0)
     assert report.normal is not None and report.normal.nanos == 3 * 20
-    assert report.normal.usd == format_usd(60)
+    assert report.normal.usd == usd(60)
 
 
 def test_count_report_max_tokens_fallback(config: GatewayConfig, counter: TokenCounter) -> None:

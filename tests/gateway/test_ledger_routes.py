@@ -18,10 +18,10 @@ from gateway.errors import AuthenticationFailed, GatewayError
 from gateway.ledger.apply import EventApplier
 from gateway.ledger.budget import Budgets
 from gateway.ledger.keys import LedgerKeys
-from gateway.ledger.money import usd
 from gateway.ledger.reader import LedgerReader
 from gateway.ledger.routes import admin_router, tenant_router
 from gateway.ledger.schema import BudgetConfig
+from gateway.money import usd
 from gateway.types import Tenant
 from tests.gateway.test_ledger_event import NOV_30_NOON, make_event
 

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from gateway.config import ModelPricing, PriceTier
+from gateway.money import usd
 from gateway.pricing import (
     Cost,
     applicable_tier,
-    format_usd,
     nanos_per_token,
     price,
     price_at_tier,
@@ -154,8 +154,8 @@ def test_price_table(pricing: ModelPricing, usage: Usage, expected: Cost) -> Non
 
 
 def test_price_worked_example_in_usd() -> None:
-    assert format_usd(price(Usage(271_000, 0, 4_000), GPT_5_4).total_nanos) == "0.737500000"
-    assert format_usd(price(Usage(273_000, 0, 4_000), GPT_5_4).total_nanos) == "1.455000000"
+    assert usd(price(Usage(271_000, 0, 4_000), GPT_5_4).total_nanos) == "0.737500000"
+    assert usd(price(Usage(273_000, 0, 4_000), GPT_5_4).total_nanos) == "1.455000000"
 
 
 @pytest.mark.parametrize(
@@ -218,8 +218,8 @@ def test_price_nanos_per_token_rejects_inexact(usd: str) -> None:
         (12_345_678_901_234, "12345.678901234"),
     ],
 )
-def test_price_format_usd(nanos: int, text: str) -> None:
-    assert format_usd(nanos) == text
+def test_price_usd(nanos: int, text: str) -> None:
+    assert usd(nanos) == text
     assert Decimal(text) * 1_000_000_000 == nanos
 
 

@@ -1,4 +1,6 @@
-"""Money at the edges: integer nano-dollars inside, exact decimal USD strings outside (never floats)."""
+"""Money at the edges: integer nano-dollars inside, exact decimal USD strings outside (never floats).
+
+A leaf module (standard library only): pricing, the ledger, the metrics and the CLI all use it."""
 
 from __future__ import annotations
 
