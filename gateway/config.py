@@ -41,6 +41,12 @@ class ProviderConfig(_Strict):
     retry: RetryConfig = RetryConfig()
     max_connections: int = Field(default=256, ge=1)
     headers: dict[str, str] = Field(default_factory=dict, description="extra headers sent upstream")
+    responses_input_tokens: bool = Field(
+        default=False,
+        description="the provider answers POST /responses/input_tokens: a Responses count near a line is "
+        "confirmed with it",
+    )
+    input_tokens_timeout: float = Field(default=3.0, gt=0, description="seconds to wait for that count")
 
     @field_validator("base_url")
     @classmethod

@@ -28,7 +28,8 @@ from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat
 from gateway.record import Observer, RequestRecord, notify, notify_soon
 from gateway.reload import ConfigStore
 from gateway.responses import reply as responses_reply
-from gateway.responses.chain import chain_notice, stored_history, with_provider
+from gateway.responses.chain import chain_notice, route_for_chain, stored_history, with_provider
+from gateway.responses.confirm import Confirm, confirmer
 from gateway.responses.front import RESPONSES, check_responses, responses_body
 from gateway.responses.memory import ResponseMemory, remembering
 from gateway.runtime import Route, Runtime
@@ -130,7 +131,9 @@ class Pipeline:
             previous = body.get("previous_response_id")
             remembered = await self.memory.recall(tenant.name, previous)
             stored = stored_history(previous, remembered)
-            plan = await self.plan(runtime, request, record, hold, body, len(raw), RESPONSES, stored)
+            counted_by = route_for_chain(candidates, remembered) if stored else candidates[0]
+            confirm = confirmer(self.pool, counted_by, body, headers_of(request))
+            plan = await self.plan(runtime, request, record, hold, body, len(raw), RESPONSES, stored, confirm)
             routes = admitted(runtime, plan, model)
             if stored is not None:
                 provider = remembered.provider if remembered else candidates[0].provider_name
@@ -171,6 +174,7 @@ class Pipeline:
         body_len: int,
         front: Front = CHAT,
         stored: StoredHistory | None = None,
+        confirm: Confirm | None = None,
     ) -> Plan:
         """Steps 3-6: count, decide, admit (the budget hold), transform; the plan lands in the record."""
         assert record.tenant is not None and record.requested_model is not None
@@ -196,8 +200,10 @@ class Pipeline:
             admit=admit,
             front=front,
             stored=stored,
+            confirm=confirm,
         )
         self.note_plan(record, plan)
+        record.confirmed_tokens = plan.confirmed_tokens
         return plan
 
     async def embeddings(self, request: Request) -> Response:

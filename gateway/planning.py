@@ -83,6 +83,8 @@ class Plan:
     """The messages were transformed; the body must be serialised again."""
     received_tokens: int | None = None
     forwarded_tokens: int | None = None
+    confirmed_tokens: int | None = None
+    """The provider's own count of the prompt (stored history included), when the gateway asked."""
     count: TokenCount | None = None
     front: Front = CHAT
     _pending: Awaitable[TokenCount] | None = field(default=None, repr=False)
@@ -124,12 +126,15 @@ async def plan_chat(
     admit: Callable[[int], Awaitable[None]],
     front: Front = CHAT,
     stored: StoredHistory | None = None,
+    confirm: Callable[[], Awaitable[int | None]] | None = None,
 ) -> Plan:
     """Count, decide, admit (``admit(tokens)``: the budget hold, before any upstream call), transform.
 
     ``front`` adapts the body's shape (chat by default). ``stored``: history held upstream, added to
     the count for the decision; since it cannot be transformed, a decision to transform follows the
-    policy's fallbacks (forward with a warning when the invariant allows, else reject).
+    policy's fallbacks (forward with a warning when the invariant allows, else reject). ``confirm``: the
+    provider's count of the whole prompt (stored history included), asked for when the count is near a
+    line (the policy's ``confirm_within_tokens``) or the stored history is unknown, and decided on.
     """
     engine, counter = runtime.engine, runtime.counter
     bands = engine.bands.get(model)
@@ -161,6 +166,16 @@ async def plan_chat(
         history_share=_history_share(plan.count),
     )
     decision = engine.decide(facts)
+    unknown_history = stored is not None and stored.tokens == 0
+    if confirm is not None and (
+        unknown_history or bands.near_line(facts.prompt_tokens, decision.confirm_within)
+    ):
+        confirmed = await confirm()
+        if confirmed is not None:
+            plan.confirmed_tokens = confirmed
+            if confirmed != facts.prompt_tokens:
+                facts = replace(facts, prompt_tokens=confirmed)
+                decision = engine.decide(facts)
     if stored is not None:
         decision = _without_transforms(engine, decision, facts, stored)
     if decision.rejection is not None:

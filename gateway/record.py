@@ -45,6 +45,8 @@ class RequestRecord:
     retries: int = 0
     prompt_tokens: int | None = None
     forwarded_tokens: int | None = None
+    confirmed_tokens: int | None = None
+    """The provider's own count of the prompt, when the gateway asked for it (near a line)."""
     usage: Usage | None = None
     finish_reason: str | None = None
     upstream_seconds: float | None = None

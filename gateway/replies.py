@@ -33,6 +33,8 @@ def headers(record: RequestRecord, upstream: httpx.Response | None = None) -> di
         out["x-gateway-prompt-tokens"] = str(record.prompt_tokens)
     if record.forwarded_tokens is not None:
         out["x-gateway-forwarded-tokens"] = str(record.forwarded_tokens)
+    if record.confirmed_tokens is not None:
+        out["x-gateway-confirmed-tokens"] = str(record.confirmed_tokens)
     if record.warnings:
         out["x-gateway-warning"] = "; ".join(record.warnings)
     if record.proposed_action:

@@ -66,6 +66,11 @@ class ModelBands:
         """Whether ``tokens`` may go upstream to this model unchanged under the invariant."""
         return tokens <= (self.window if allow_over_cliff else self.cliff)
 
+    def near_line(self, tokens: int, margin: int) -> bool:
+        """Whether ``tokens`` is within ``margin`` of the warning line or the cliff (either side), where a
+        small error in the count could change the band."""
+        return margin > 0 and any(abs(tokens - line) <= margin for line in (self.warning, self.cliff))
+
     def span(self, band: Band) -> tuple[int, int | None] | None:
         """The token counts in ``band`` as (first, last); last None is unbounded; None when empty."""
         first, last = {

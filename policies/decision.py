@@ -76,3 +76,7 @@ class Decision:
     precompress: bool = False
     """Prepare the summary in the background after the response (``compress.precompress_at`` reached)."""
     rejection: Rejection | None = None
+    confirm_within: int = 0
+    """The policy would rather have the provider's own count of a prompt this close to a line of the
+    requested model (``ModelBands.near_line``): the gateway asks when the provider offers it, then
+    decides again on that count."""

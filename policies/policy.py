@@ -33,6 +33,8 @@ class Policy:
     compress: Mapping[str, CompressSettings]
     """Settings per model this policy can match."""
     retrieve: Mapping[str, RetrieveSettings]
+    confirm_within: int = 0
+    """Confirm a count this close to the warning line or the cliff with the provider's (when it can)."""
 
     def matches(self, facts: Facts) -> bool:
         return self.matcher is None or self.matcher.matches(facts)
@@ -67,6 +69,7 @@ def compile_policy(body: PolicyBody, *, loc: Loc, bands: Mapping[str, ModelBands
         reroute_model=None if body.reroute is None else body.reroute.model,
         compress=compress,
         retrieve=retrieve,
+        confirm_within=body.confirm_within_tokens,
     )
 
 

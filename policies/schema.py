@@ -148,6 +148,11 @@ class PolicyBody(_Strict):
     compress: CompressConfig = CompressConfig()
     retrieve: RetrieveConfig = RetrieveConfig()
     reroute: RerouteConfig | None = None
+    confirm_within_tokens: int = Field(
+        default=4_096,
+        ge=0,
+        description="ask the provider's own input-token count when the gateway's is this close to a line",
+    )
 
     @model_validator(mode="after")
     def _coherent(self) -> Self:

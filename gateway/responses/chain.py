@@ -39,6 +39,15 @@ def chain_notice(stored: StoredHistory, remembered: Remembered | None, total: in
     )
 
 
+def route_for_chain(candidates: Sequence[Route], remembered: Remembered | None) -> Route:
+    """Where a chained request goes first: a candidate of the provider that stores the history."""
+    if remembered is not None:
+        for route in candidates:
+            if route.provider_name == remembered.provider:
+                return route
+    return candidates[0]
+
+
 def with_provider(routes: Sequence[Route], provider: str, reference: str) -> tuple[Route, ...]:
     """The routes of the provider that stores the history; an error when none is left."""
     kept = tuple(route for route in routes if route.provider_name == provider)

@@ -154,3 +154,20 @@ def test_model_bands_spans_cover_every_count_once() -> None:
     ]
     untiered = bands_for(ModelFacts(context_window=128_000), name="small")
     assert untiered.span(Band.OVER_CLIFF) is None
+
+
+@pytest.mark.parametrize(
+    ("tokens", "margin", "near"),
+    [
+        (245_904, 4_096, True),
+        (245_903, 4_096, False),
+        (254_096, 4_096, True),
+        (261_000, 4_096, False),
+        (268_000, 4_096, True),
+        (276_096, 4_096, True),
+        (276_097, 4_096, False),
+        (250_000, 0, False),
+    ],
+)
+def test_near_line_is_within_the_margin_of_either_line(tokens: int, margin: int, near: bool) -> None:
+    assert bands_for(TIERED).near_line(tokens, margin) is near

@@ -403,3 +403,12 @@ def test_decide_warnings_are_printable_ascii_header_values() -> None:
     facts = make_facts(tenant="k\u00f6ln\r\nx-evil: 1", headers={"x-gateway-policy": "passthrough"})
     [warning] = make_engine().decide(facts).warnings
     assert warning == "x-gateway-policy: passthrough ignored: not granted to tenant k?ln??x-evil: 1"
+
+
+def test_decisions_carry_their_policys_confirm_margin() -> None:
+    section = make_section(
+        rules=[{"name": "exact", "match": {"tenants": ["exacting"]}, "confirm_within_tokens": 10_000}]
+    )
+    engine = make_engine(section)
+    assert engine.decide(make_facts(tenant="exacting")).confirm_within == 10_000
+    assert engine.decide(make_facts()).confirm_within == 4_096
