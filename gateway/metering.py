@@ -67,13 +67,14 @@ class LedgerRecorder:
                 sink(event, kind)
 
     def events(self, record: RequestRecord) -> list[tuple[CostEvent, str]]:
-        """The request's own event (when it reached a model) and one per side call, with their kinds."""
+        """The request's own event (when it reached a model; for a background response still running, when
+        it ends: ``gateway.responses.pending``) and one per side call, with their kinds."""
         if record.tenant is None:
             return []
         config = self._config()
         tenant = record.bill_tenant or record.tenant.name
         events = []
-        if record.called_model is not None:
+        if record.called_model is not None and record.pending_response is None:
             events.append((self.main_event(record, config, tenant), MAIN_CALL))
         kinds: Counter[str] = Counter()
         for call in record.side_calls:

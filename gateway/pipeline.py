@@ -32,6 +32,7 @@ from gateway.responses.chain import chain_notice, route_for_chain, stored_histor
 from gateway.responses.confirm import Confirm, confirmer
 from gateway.responses.front import RESPONSES, check_responses, responses_body
 from gateway.responses.memory import ResponseMemory, remembering
+from gateway.responses.pending import Settler
 from gateway.runtime import Route, Runtime
 from gateway.sampling.decide import is_probe
 from gateway.sampling.logprobs import LogprobTally
@@ -69,6 +70,7 @@ class Pipeline:
         self.budgets = budgets
         self.retrievers: dict[Any, Any] = {}
         self.memory = ResponseMemory(redis)
+        self.settler = Settler(self.memory, observers=observers, store=store, pool=pool)
 
     # --- steps 1-2: who is calling, and what do they send -------------------------------------------
 
@@ -155,7 +157,12 @@ class Pipeline:
             self.fail(record, exc)
             raise
         await self.note_sent(runtime, record, plan, exchange)
-        remember = remembering(self.memory, record, keep=body.get("store") is not False)
+        remember = remembering(
+            self.memory,
+            record,
+            keep=body.get("store") is not False,
+            background=body.get("background") is True,
+        )
         if record.stream:
             return responses_reply.relay(
                 record, exchange, remember=remember, done=lambda: notify(self.observers, record)

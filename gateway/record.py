@@ -71,6 +71,9 @@ class RequestRecord:
     logprob_min: float | None = None
     bill_tenant: str | None = None
     """Who pays, when not the caller (a trusted probe is billed to the ``probe`` tenant)."""
+    pending_response: str | None = None
+    """A background response still running upstream: its cost event is recorded when it ends
+    (``gateway.responses.pending``), not with this request's."""
     probe: bool = False
     """The request was marked ``x-gateway-probe: 1`` (``gateway.sampling.is_probe``): always sampled."""
 

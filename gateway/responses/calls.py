@@ -5,12 +5,14 @@ By id (``GET`` / ``DELETE /v1/responses/{id}``, ``POST /v1/responses/{id}/cancel
 created, else the config's first provider. By the body's model (``POST /v1/responses/compact``,
 ``POST /v1/responses/input_tokens``): that model's provider, under its upstream name. Query strings go
 along. Only ``compact`` runs a model, so only its usage is metered; reading a response back must not be
-billed twice.
+billed twice (a background response is billed once, as the request that created it, when a read shows it
+ended: ``gateway.responses.pending``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from starlette.requests import Request
@@ -20,7 +22,8 @@ from gateway import body as bodies
 from gateway import replies
 from gateway.body import headers_of
 from gateway.errors import GatewayError, RouteNotFound
-from gateway.record import RequestRecord, notify_soon
+from gateway.record import RequestRecord, notify, notify_soon
+from gateway.responses import reply as responses_reply
 from gateway.responses.memory import Remembered
 from gateway.runtime import Route, Runtime
 from gateway.upstream import Exchange, send
@@ -33,26 +36,47 @@ METERED = frozenset({"compact"})
 
 
 async def by_id(pipeline: Pipeline, request: Request, response_id: str, action: str = "") -> Response:
+    """A call about one response. ``GET ...?stream=true`` is relayed as it arrives. A background
+    response seen ended here has its cost recorded (``gateway.responses.pending``); one about to be
+    deleted is looked at first, while the provider can still tell."""
     record = pipeline.begin(request, "responses_lookup")
     try:
         runtime = pipeline.store.current
-        record.tenant = pipeline.authenticate(runtime, request)
+        record.tenant = tenant = pipeline.authenticate(runtime, request)
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
-        remembered = await pipeline.memory.recall(record.tenant.name, response_id)
+        remembered = await pipeline.memory.recall(tenant.name, response_id)
         route = route_for_id(runtime, remembered)
+        if request.method == "DELETE" and remembered is not None and remembered.pending is not None:
+            await pipeline.settler.look(tenant.name, response_id)
+        record.stream = streamed = request.method == "GET" and not action and _asks_stream(request)
         exchange = await send(
             pipeline.pool,
             (route,),
             path=with_query(f"/responses/{response_id}{'/' + action if action else ''}", request),
             body_for=lambda route: raw,
             incoming_headers=headers_of(request),
-            stream=False,
+            stream=streamed,
             method=request.method,
         )
     except GatewayError as exc:
         pipeline.fail(record, exc)
         raise
-    return _answer(pipeline, record, exchange, metered=False)
+
+    async def seen(seen_id: str, response: Mapping[str, Any] | None) -> None:
+        if action in ("", "cancel"):
+            await pipeline.settler.observe(tenant.name, seen_id, remembered, response)
+
+    if streamed:
+        record.provider = exchange.route.provider_name
+        record.retries = exchange.attempts - 1
+        record.status = exchange.response.status_code
+        return responses_reply.relay(
+            record, exchange, remember=seen, done=lambda: notify(pipeline.observers, record)
+        )
+    data = _json(exchange.response.content)
+    if data is not None and exchange.response.status_code < 300:
+        await seen(response_id, data)
+    return _answer(pipeline, record, exchange, data, metered=False)
 
 
 async def by_model(pipeline: Pipeline, request: Request, operation: str) -> Response:
@@ -78,7 +102,7 @@ async def by_model(pipeline: Pipeline, request: Request, operation: str) -> Resp
     except GatewayError as exc:
         pipeline.fail(record, exc)
         raise
-    return _answer(pipeline, record, exchange, metered=operation in METERED)
+    return _answer(pipeline, record, exchange, _json(exchange.response.content), metered=operation in METERED)
 
 
 def route_for_id(runtime: Runtime, remembered: Remembered | None) -> Route:
@@ -101,18 +125,33 @@ def with_query(path: str, request: Request) -> str:
     return f"{path}?{query}" if query else path
 
 
-def _answer(pipeline: Pipeline, record: RequestRecord, exchange: Exchange, *, metered: bool) -> Response:
+def _asks_stream(request: Request) -> bool:
+    return request.query_params.get("stream", "").lower() == "true"
+
+
+def _json(content: bytes) -> dict[str, Any] | None:
+    try:
+        data = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _answer(
+    pipeline: Pipeline,
+    record: RequestRecord,
+    exchange: Exchange,
+    data: Mapping[str, Any] | None,
+    *,
+    metered: bool,
+) -> Response:
     upstream = exchange.response
     record.provider = exchange.route.provider_name
     record.retries = exchange.attempts - 1
     record.status = upstream.status_code
     if metered:
         record.called_model = exchange.route.public_model
-        try:
-            data = orjson.loads(upstream.content)
-        except orjson.JSONDecodeError:
-            data = None
-        record.usage = usage_from_openai(data.get("usage") if isinstance(data, dict) else None)
+        record.usage = usage_from_openai(data.get("usage") if data is not None else None)
     response = Response(
         content=upstream.content,
         status_code=upstream.status_code,

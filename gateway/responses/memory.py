@@ -5,12 +5,18 @@ remembered of that response (its input and output tokens) estimates the size of 
 provider is where calls about it (retrieve, cancel, delete, the next turn) must go. One small JSON value
 per response, under the tenant's hash tag (``gw:{tenant}:resp:<id>``), kept as long as the upstream
 keeps responses (30 days by default).
+
+A response still running upstream (``background: true``) is remembered with what its cost event needs
+(``Pending``) and queued in one sorted set, ``gw:responses:pending``, scored by when to look at it next
+(``gateway.responses.pending`` settles it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
@@ -21,8 +27,27 @@ from gateway.record import RequestRecord
 
 DEFAULT_TTL_SECONDS = 30 * 24 * 3600
 MAX_ID_LENGTH = 256
+RUNNING = frozenset({"queued", "in_progress"})
+"""Statuses of a response that has not ended."""
+FIRST_LOOK_MS = 15_000
+"""How soon after it was created the gateway first asks about a background response nobody polls."""
 
 log = structlog.get_logger("gateway.responses")
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """What the cost event of a response still running upstream needs, from the request that made it."""
+
+    request_id: str
+    key_id: str
+    requested_model: str
+    action: str
+    started_at: float
+    prompt_tokens: int | None = None
+    forwarded_tokens: int | None = None
+    bill_tenant: str | None = None
+    stream: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +57,8 @@ class Remembered:
     """The public name of the model that produced the response."""
     input_tokens: int
     output_tokens: int
+    pending: Pending | None = None
+    """Set while the response runs upstream and its cost is not recorded yet."""
 
     @property
     def history_tokens(self) -> int:
@@ -46,6 +73,16 @@ def response_key(tenant: str, response_id: str) -> str:
     return f"gw:{{{tenant}}}:resp:{response_id}"
 
 
+PENDING_KEY = "gw:responses:pending"
+"""Sorted set of ``[tenant, response id]`` (JSON) still running upstream, scored by the next look (ms)."""
+
+_CLAIM = """
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+for _, member in ipairs(due) do redis.call('ZADD', KEYS[1], ARGV[3], member) end
+return due
+"""
+
+
 class ResponseMemory:
     """Remembers and recalls responses by id; Redis errors are logged, never raised to the client."""
 
@@ -53,16 +90,28 @@ class ResponseMemory:
         self._redis = redis
         self._ttl = ttl_seconds
 
-    async def remember(self, tenant: str, response_id: str, value: Remembered) -> None:
+    async def remember(
+        self, tenant: str, response_id: str, value: Remembered, *, look_at_ms: int | None = None
+    ) -> bool:
+        """Whether it was written; a pending value is also queued, to be looked at from ``look_at_ms``."""
         if not response_id or len(response_id) > MAX_ID_LENGTH:
-            return
-        data = orjson.dumps(
-            {"p": value.provider, "m": value.model, "i": value.input_tokens, "o": value.output_tokens}
-        )
+            return False
+        data: dict[str, Any] = {
+            "p": value.provider,
+            "m": value.model,
+            "i": value.input_tokens,
+            "o": value.output_tokens,
+        }
+        if value.pending is not None:
+            data["q"] = asdict(value.pending)
         try:
-            await self._redis.set(response_key(tenant, response_id), data, ex=self._ttl)
+            await self._redis.set(response_key(tenant, response_id), orjson.dumps(data), ex=self._ttl)
+            if value.pending is not None:
+                await self._redis.zadd(PENDING_KEY, {_member(tenant, response_id): look_at_ms or 0})
         except RedisError as exc:
             log.warning("response_memory_unavailable", error=type(exc).__name__)
+            return False
+        return True
 
     async def recall(self, tenant: str, response_id: object) -> Remembered | None:
         if not isinstance(response_id, str) or not response_id or len(response_id) > MAX_ID_LENGTH:
@@ -76,24 +125,80 @@ class ResponseMemory:
             return None
         try:
             data = orjson.loads(raw)
+            pending = data.get("q")
             return Remembered(
                 provider=str(data["p"]),
                 model=str(data["m"]),
                 input_tokens=int(data["i"]),
                 output_tokens=int(data["o"]),
+                pending=Pending(**pending) if isinstance(pending, dict) else None,
             )
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             return None
 
+    async def claim_pending(self, now_ms: int, *, lease_ms: int, limit: int) -> list[tuple[str, str]]:
+        """The pending responses due by ``now_ms``, put out of the others' sight for ``lease_ms`` (a
+        replica that dies while looking leaves them due again when the lease ends)."""
+        try:
+            due = await self._redis.eval(_CLAIM, 1, PENDING_KEY, now_ms, limit, now_ms + lease_ms)
+        except RedisError as exc:
+            log.warning("response_memory_unavailable", error=type(exc).__name__)
+            return []
+        claimed: list[tuple[str, str]] = []
+        for member in due:
+            tenant, response_id = orjson.loads(member)
+            claimed.append((str(tenant), str(response_id)))
+        return claimed
 
-def remembering(
-    memory: ResponseMemory, record: RequestRecord, *, keep: bool
-) -> Callable[[str], Awaitable[None]]:
-    """What remembers the response of ``record`` by its id, once its usage is known (nothing when the
-    upstream does not store it: ``store: false``)."""
+    async def look_again(self, tenant: str, response_id: str, at_ms: int) -> None:
+        try:
+            await self._redis.zadd(PENDING_KEY, {_member(tenant, response_id): at_ms}, xx=True)
+        except RedisError as exc:
+            log.warning("response_memory_unavailable", error=type(exc).__name__)
 
-    async def remember(response_id: str) -> None:
-        if not keep or record.tenant is None or record.called_model is None:
+    async def settled(self, tenant: str, response_id: str) -> None:
+        try:
+            await self._redis.zrem(PENDING_KEY, _member(tenant, response_id))
+        except RedisError as exc:
+            log.warning("response_memory_unavailable", error=type(exc).__name__)
+
+
+def _member(tenant: str, response_id: str) -> bytes:
+    return orjson.dumps([tenant, response_id])
+
+
+def pending_of(record: RequestRecord) -> Pending:
+    assert record.tenant is not None
+    return Pending(
+        request_id=record.request_id,
+        key_id=record.tenant.key_id,
+        requested_model=record.requested_model or record.called_model or "",
+        action=record.action,
+        started_at=record.started_at,
+        prompt_tokens=record.prompt_tokens,
+        forwarded_tokens=record.forwarded_tokens,
+        bill_tenant=record.bill_tenant,
+        stream=record.stream,
+    )
+
+
+Remember = Callable[[str, Mapping[str, Any] | None], Awaitable[None]]
+"""Told a response's id and the response object as last seen (the whole answer, a stream's final or
+last event), once its usage is known or the stream ended without it."""
+
+
+def remembering(memory: ResponseMemory, record: RequestRecord, *, keep: bool, background: bool) -> Remember:
+    """What remembers the response of ``record`` by its id: its size and provider, for a next turn
+    (nothing when the upstream does not store it: ``store: false``); for a background response still
+    running, what its cost event will need, and ``record.pending_response`` (its cost is recorded when it
+    ends, by ``gateway.responses.pending``; if Redis cannot keep that, the request's estimate is)."""
+
+    async def remember(response_id: str, response: Mapping[str, Any] | None) -> None:
+        if record.tenant is None or record.called_model is None:
+            return
+        status = response.get("status") if isinstance(response, Mapping) else None
+        running = background and status in RUNNING
+        if not running and (not keep or status in RUNNING):
             return
         usage = record.usage
         value = Remembered(
@@ -101,7 +206,11 @@ def remembering(
             model=record.called_model,
             input_tokens=usage.input_tokens if usage else (record.forwarded_tokens or 0),
             output_tokens=usage.output_tokens if usage else 0,
+            pending=pending_of(record) if running else None,
         )
-        await memory.remember(record.tenant.name, response_id, value)
+        first_look = int(time.time() * 1000) + FIRST_LOOK_MS
+        written = await memory.remember(record.tenant.name, response_id, value, look_at_ms=first_look)
+        if running and written:
+            record.pending_response = response_id
 
     return remember

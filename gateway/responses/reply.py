@@ -1,27 +1,28 @@
 """The answer to a Responses request, a whole body or a relayed stream, with the gateway's headers; and
 what the gateway learns from it (usage, the response's id, how it ended, the first output delta).
 
-``remember(response_id)`` runs once the response's usage is known, before its last bytes go to the
-client, so that a next turn chained to it (``previous_response_id``) finds it remembered.
+``remember(response_id, response)`` runs once the response's usage is known, before its last bytes go to
+the client, so that a next turn chained to it (``previous_response_id``) finds it remembered; and when a
+stream ends before its final event (a background response goes on running upstream).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
+import anyio
 import httpx
 import orjson
 from starlette.responses import Response, StreamingResponse
 
 from gateway import replies
 from gateway.record import RequestRecord
+from gateway.responses.memory import Remember
 from gateway.responses.stream import ResponsesStreamReader, finish_reason_of
 from gateway.upstream import Exchange
 from gateway.usage import usage_from_openai
-
-Remember = Callable[[str], Awaitable[None]]
 
 
 async def complete(record: RequestRecord, exchange: Exchange, *, remember: Remember) -> Response:
@@ -35,7 +36,7 @@ async def complete(record: RequestRecord, exchange: Exchange, *, remember: Remem
         record.finish_reason = finish_reason_of(data)
         record.output_text_chars = sum(len(text) for text in _output_texts(data))
         if isinstance(data.get("id"), str) and upstream.status_code < 300:
-            await remember(data["id"])
+            await remember(data["id"], data)
     return Response(
         content=content,
         status_code=upstream.status_code,
@@ -67,6 +68,9 @@ def relay(
             record.error_type = "upstream_stream_broken"
         finally:
             await replies.close_stream(record, exchange, reader, finished=finished)
+            if not reader.final and reader.response_id is not None:
+                with anyio.CancelScope(shield=True):
+                    await remember(reader.response_id, reader.response)
             done()
 
     return StreamingResponse(
@@ -81,7 +85,7 @@ async def _remember(record: RequestRecord, reader: ResponsesStreamReader, rememb
     if reader.response_id is None:
         return
     record.usage = usage_from_openai(reader.usage)
-    await remember(reader.response_id)
+    await remember(reader.response_id, reader.response)
 
 
 def _json(content: bytes) -> dict[str, Any] | None:

@@ -51,6 +51,8 @@ class ResponsesStreamReader:
         self.model: str | None = None
         self.final = False
         """The final event has been read."""
+        self.response: dict[str, Any] | None = None
+        """The response object of the last event that carried one (the final event's at the end)."""
         self.output_parts: list[str] = []
         self._buffer = b""
 
@@ -98,6 +100,7 @@ class ResponsesStreamReader:
         response = data.get("response")
         if not isinstance(response, dict):
             return
+        self.response = response
         if isinstance(response.get("id"), str):
             self.response_id = response["id"]
         if isinstance(response.get("model"), str):

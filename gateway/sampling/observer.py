@@ -34,8 +34,8 @@ class Sampler:
 
     def __call__(self, record: RequestRecord) -> None:
         self.seen += 1
-        if record.endpoint not in ("chat", "responses"):
-            return
+        if record.endpoint not in ("chat", "responses") or record.pending_response is not None:
+            return  # a background response's creation says nothing of how the model behaves
         config = self._config()
         model = record.called_model or record.requested_model
         if not config.enabled or model is None:
