@@ -10,8 +10,11 @@ Modules, one concept each:
 - ``front``     ``ResponsesFront``: what ``gateway.planning`` needs to count and transform a request
 - ``memory``    what the gateway remembers of each response it saw (usage, provider), in Redis
 - ``chain``     ``previous_response_id``: the estimated size of the history stored upstream
+- ``confirm``   the provider's own count (``/responses/input_tokens``) of a prompt near a line
+- ``pending``   background responses: billed when the gateway sees them end (polls, its own look)
 - ``stream``    the Responses SSE reader (usage from the final event, first output delta)
 - ``reply``     the answer to the client, whole or streamed, and what the gateway learns from it
+- ``calls``     the other calls (by id, streamed or not; compact, input_tokens), to the right provider
 - ``routes``    the HTTP handlers (create, compact, input_tokens, by id, the WebSocket refusal)
 
 The package root imports nothing.

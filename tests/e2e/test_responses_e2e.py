@@ -136,3 +136,22 @@ def test_responses_previous_response_id_chain(client: openai.OpenAI, mock: httpx
     assert raw.parse().output_text == "echo: two"
     assert "x-gateway-warning" not in raw.headers  # remembered, and far below the warning line
     assert last_seen(mock)["body"]["previous_response_id"] == first.id
+
+
+def test_responses_background_is_billed_once_when_polling_sees_it_end(
+    client: openai.OpenAI, mock: httpx.Client, gateway_url: str
+) -> None:
+    mock.post("/_control", json={"background_polls": 2})
+    before = ledger_requests(gateway_url)
+    created = client.responses.create(model="gpt-5.4", input="a long job", background=True)
+    statuses = [created.status]
+    while statuses[-1] in ("queued", "in_progress"):
+        statuses.append(client.responses.retrieve(created.id).status)
+    streamed = client.responses.create(model="gpt-5.4", input="another job", background=True)
+    events = list(client.responses.retrieve(streamed.id, stream=True, starting_after=0))
+    assert statuses == ["queued", "in_progress", "in_progress", "completed"]
+    assert events[-1].type == "response.completed"
+    assert "stream=true" in last_seen(mock, f"/v1/responses/{streamed.id}")["query"]
+    assert wait_for_ledger(gateway_url, before + 2) == before + 2
+    client.responses.retrieve(created.id)  # read once more: billed already
+    assert wait_for_ledger(gateway_url, before + 3, timeout=1.0) == before + 2

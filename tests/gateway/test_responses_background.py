@@ -17,10 +17,13 @@ import httpx
 import orjson
 import pytest
 import redis
+import redis.asyncio as aioredis
 import respx
 from starlette.testclient import TestClient
 
-from gateway.responses.memory import PENDING_KEY, ResponseMemory, response_key
+from gateway.record import RequestRecord
+from gateway.responses.memory import PENDING_KEY, ResponseMemory, remembering, response_key
+from gateway.types import Tenant
 from tests.factories import ADMIN_KEY, TENANT_KEY, UPSTREAM, gateway_client, make_config
 from tests.mock.responses import response_events, responses_answer, sse
 
@@ -271,3 +274,35 @@ async def test_pending_responses_are_claimed_by_one_looker_at_a_time(
     assert (tenant_name, "resp_claim_1") in first
     assert (tenant_name, "resp_claim_1") not in second
     assert (tenant_name, "resp_claim_1") in later
+
+
+@pytest.mark.anyio
+async def test_a_pending_record_redis_cannot_keep_leaves_the_request_billed_at_once(
+    redis_client: Any, tenant_name: str
+) -> None:
+    """Nothing goes unbilled: without a pending record, the request's own (estimated) event is written."""
+
+    def created() -> RequestRecord:
+        record = RequestRecord(
+            request_id="req_pending_1", endpoint="responses", tenant=Tenant(tenant_name, "k1")
+        )
+        record.called_model = record.requested_model = "gpt-5.4"
+        record.forwarded_tokens = 120
+        return record
+
+    down = aioredis.Redis.from_url("redis://127.0.0.1:1", socket_connect_timeout=0.2)
+    unkept, kept = created(), created()
+    try:
+        await remembering(ResponseMemory(down), unkept, keep=True, background=True)(
+            "resp_p1", {"status": "queued"}
+        )
+    finally:
+        await down.aclose()
+    memory = ResponseMemory(redis_client)
+    await remembering(memory, kept, keep=True, background=True)("resp_p1", {"status": "queued"})
+    remembered = await memory.recall(tenant_name, "resp_p1")
+    await memory.settled(tenant_name, "resp_p1")
+    assert unkept.pending_response is None
+    assert kept.pending_response == "resp_p1"
+    assert remembered is not None and remembered.pending is not None
+    assert remembered.pending.request_id == "req_pending_1" and remembered.pending.forwarded_tokens == 120

@@ -9,6 +9,9 @@ streaming), Responses (``POST /v1/responses``, plain, function calls, reasoning 
 - ``POST /_control`` with JSON ``{"fail_next": N, "fail_status": 503, "retry_after": 0, "delay": 0.0,
   "chunk_delay": 0.0, "chunks": 8}``: the next N requests fail with that status; every answer waits
   ``delay`` seconds first; streams send ``chunks`` pieces ``chunk_delay`` apart.
+- ``background: true`` responses are answered ``queued`` without usage, then read back (``GET
+  /v1/responses/{id}``) ``in_progress`` ``background_polls`` times (``_control``, default 1) before
+  ``completed``; ``?stream=true`` streams the whole response's events.
 - ``GET /_requests``: what it received (path, headers without authorization values, JSON body).
 - ``POST /_reset``: forget requests and behaviour.
 """
@@ -41,6 +44,7 @@ class Behaviour:
     chunk_delay: float = 0.0
     chunks: int = 8
     record_bodies: bool = True
+    background_polls: int = 1
 
 
 @dataclass
@@ -50,6 +54,8 @@ class MockState:
     streams_cancelled: int = 0
     streams_finished: int = 0
     responses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    running: dict[str, int] = field(default_factory=dict)
+    """Background responses still running: how many more reads see them in progress."""
 
 
 def _json(data: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -236,6 +242,11 @@ def create_mock_app() -> Starlette:
         response = responses_answer(body, number=len(state.responses) + 1)
         if body.get("store") is not False:
             state.responses[response["id"]] = response
+        if body.get("background"):
+            response["background"] = True
+            state.running[response["id"]] = state.behaviour.background_polls
+            if not body.get("stream"):
+                return _json({**response, "status": "queued", "output": [], "usage": None})
         if body.get("stream"):
             return StreamingResponse(_response_events(response), media_type="text/event-stream")
         return _json(response, headers={"x-request-id": "mock-req-2"})
@@ -269,9 +280,17 @@ def create_mock_app() -> Starlette:
             del state.responses[response_id]
             return _json({"id": response_id, "object": "response.deleted", "deleted": True})
         if action == "cancel":
+            state.running.pop(response_id, None)
             return _json({**found, "status": "cancelled"})
         if action == "input_items":
             return _json({"object": "list", "data": [], "has_more": False})
+        if request.query_params.get("stream") == "true":
+            state.running.pop(response_id, None)
+            return StreamingResponse(_response_events(found), media_type="text/event-stream")
+        if state.running.get(response_id, 0) > 0:
+            state.running[response_id] -= 1
+            return _json({**found, "status": "in_progress", "output": [], "usage": None})
+        state.running.pop(response_id, None)
         return _json(found)
 
     async def responses_operation(request: Request) -> Response:
@@ -337,6 +356,7 @@ def create_mock_app() -> Starlette:
         state.behaviour = Behaviour()
         state.requests.clear()
         state.responses.clear()
+        state.running.clear()
         state.streams_cancelled = state.streams_finished = 0
         return _json({"ok": True})
 
