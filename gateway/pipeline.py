@@ -141,8 +141,10 @@ class Pipeline:
                 provider = remembered.provider if remembered else candidates[0].provider_name
                 routes = with_provider(routes, provider, stored.reference)
                 decision = plan.decision
-                if decision is not None and (remembered is None or decision.tokens >= decision.bands.warning):
-                    notice = chain_notice(stored, remembered, decision.tokens)
+                confirmed = plan.confirmed_tokens is not None
+                unknown = remembered is None and not confirmed
+                if decision is not None and (unknown or decision.tokens >= decision.bands.warning):
+                    notice = chain_notice(stored, remembered, decision.tokens, confirmed=confirmed)
                     record.warnings = (*record.warnings, notice)
             exchange = await send(
                 self.pool,

@@ -27,7 +27,12 @@ def stored_history(previous_id: object, remembered: Remembered | None) -> Stored
 
 
 @header_value
-def chain_notice(stored: StoredHistory, remembered: Remembered | None, total: int) -> str:
+def chain_notice(stored: StoredHistory, remembered: Remembered | None, total: int, *, confirmed: bool) -> str:
+    if confirmed:
+        return (
+            f"history stored upstream ({stored.reference}): {total} input tokens with this turn, "
+            "as the provider counts them; the gateway cannot compress it"
+        )
     if remembered is None:
         return (
             f"previous_response_id {stored.reference} is unknown to the gateway: "

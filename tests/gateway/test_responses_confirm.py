@@ -146,3 +146,20 @@ def test_an_unknown_stored_history_is_counted_by_the_provider_and_can_be_rejecte
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] == "context_length_exceeded" and "resp_elsewhere" in error["message"]
+
+
+def test_an_unknown_stored_history_counted_by_the_provider_is_warned_with_that_count(
+    tmp_path: Path, redis_url: str, tenant_name: str
+) -> None:
+    counted = local_count() + 200  # past the warning line, under the cliff
+    router, _ = router_counting(httpx.Response(200, json={"input_tokens": counted}))
+    chained = {**BODY, "previous_response_id": "resp_elsewhere"}
+    with gateway_client(
+        tmp_path, redis_url, router, config=config_near_the_line(tenant_name, margin=1)
+    ) as client:
+        response = client.post("/v1/responses", json=chained)
+    assert response.status_code == 200
+    assert response.headers["x-gateway-confirmed-tokens"] == str(counted)
+    warning = response.headers["x-gateway-warning"]
+    assert f"{counted} input tokens with this turn, as the provider counts them" in warning
+    assert "unknown to the gateway" not in warning
