@@ -3,8 +3,8 @@
 Run: ``.venv/bin/python -m tests.bench.bench_proxy [--seconds 20]``. The gateway is pinned to core 0; the
 fast mock upstream (tests/bench/fast_upstream.py) and the load generators share core 1: this process for
 the open-loop latency run, wrk (when installed) for the saturation run. Requests are ~1 KB chat
-completions. Direct and through-the-gateway requests are interleaved in the same run, so "added" compares
-like with like.
+completions (``--api responses``: the same text as a Responses ``input``). Direct and through-the-gateway
+requests are interleaved in the same run, so "added" compares like with like.
 """
 
 from __future__ import annotations
@@ -34,20 +34,26 @@ from tests.bench.harness import (
 from tests.factories import TENANT_KEY, make_config, write_config
 
 
-def body(stream: bool) -> bytes:
+def body(stream: bool, api: str) -> bytes:
     text = "Summarise the following notes about the quarterly planning meeting. " * 14
+    if api == "responses":
+        item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+        return orjson.dumps({"model": "gpt-5.4", "input": [item], "stream": stream, "store": False})
     return orjson.dumps(
         {"model": "gpt-5.4", "messages": [{"role": "user", "content": text}], "stream": stream}
     )
 
 
-async def measure(mock: str, gateway: str, gateway_pid: int, seconds: float, profile: str | None) -> None:
+async def measure(
+    mock: str, gateway: str, gateway_pid: int, seconds: float, profile: str | None, api: str
+) -> None:
     headers = {"content-type": "application/json", "authorization": f"Bearer {TENANT_KEY}"}
+    path = "/v1/responses" if api == "responses" else "/v1/chat/completions"
     rows = []
     for stream in (False, True):
-        payload = body(stream)
-        direct = post_json(f"{mock}/v1/chat/completions", payload, headers)
-        through = post_json(f"{gateway}/v1/chat/completions", payload, headers)
+        payload = body(stream, api)
+        direct = post_json(f"{mock}{path}", payload, headers)
+        through = post_json(f"{gateway}{path}", payload, headers)
         await closed_loop(through, 8, 2.0)  # warm up connections and caches
         direct_samples, gateway_samples = await open_loop([direct, through], rate=40.0, seconds=seconds)
         added_p50 = percentile([s.total for s in gateway_samples], 50) - percentile(
@@ -69,7 +75,7 @@ async def measure(mock: str, gateway: str, gateway_pid: int, seconds: float, pro
             )
         cpu_before = cpu_seconds(gateway_pid)
         measured = wrk_throughput(
-            f"{gateway}/v1/chat/completions", payload, headers, seconds=seconds, connections=64, core=1
+            f"{gateway}{path}", payload, headers, seconds=seconds, connections=64, core=1
         )
         done, elapsed = measured if measured is not None else await closed_loop(through, 64, seconds)
         if spy is not None:
@@ -99,6 +105,7 @@ def main() -> None:
     parser.add_argument("--transport", choices=["aiohttp", "httpx"], default="aiohttp")
     parser.add_argument("--profile", help="record py-spy raw stacks to PROFILE-{plain,stream}.txt")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--api", choices=["chat", "responses"], default="chat")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
@@ -129,9 +136,10 @@ def main() -> None:
                         gw.pid,
                         args.seconds,
                         args.profile,
+                        args.api,
                     )
                 )
-                print(f"upstream transport: {args.transport}")
+                print(f"upstream transport: {args.transport}; api: {args.api}")
 
 
 if __name__ == "__main__":

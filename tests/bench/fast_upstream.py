@@ -1,5 +1,6 @@
 """A minimal, fast OpenAI-compatible upstream for throughput benchmarks: a bare ASGI app on uvicorn with
-httptools, answering every chat completion with a fixed body or a fixed 8-chunk stream. Run:
+httptools, answering every chat completion (and every ``POST /v1/responses``) with a fixed body or a fixed
+8-chunk (8-event) stream. Run:
 ``python -m tests.bench.fast_upstream --port 9000``."""
 
 from __future__ import annotations
@@ -50,6 +51,40 @@ STREAM_END = [
 ]
 
 
+RESPONSE = {
+    "id": "resp_bench",
+    "object": "response",
+    "created_at": 1,
+    "status": "completed",
+    "model": "gpt-5.4",
+    "output": [
+        {
+            "id": "msg_bench",
+            "type": "message",
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "ok " * 20, "annotations": []}],
+        }
+    ],
+    "usage": {"input_tokens": 250, "output_tokens": 40, "total_tokens": 290},
+}
+RESPONSE_BODY = orjson.dumps(RESPONSE)
+
+
+def _event(data: dict[str, Any]) -> bytes:
+    return b"event: " + data["type"].encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+
+RESPONSE_STREAM = [
+    _event({"type": "response.created", "response": {**RESPONSE, "status": "in_progress", "output": []}}),
+    *(
+        _event({"type": "response.output_text.delta", "item_id": "msg_bench", "delta": "ok " * 5})
+        for _ in range(6)
+    ),
+]
+RESPONSE_STREAM_END = [_event({"type": "response.completed", "response": RESPONSE})]
+
+
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] == "lifespan":
         while True:
@@ -68,15 +103,17 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["path"].endswith("/models"):
         await _send(send, 200, b'{"object":"list","data":[]}', b"application/json")
         return
+    responses = scope["path"].endswith("/responses")
     if b'"stream":true' not in body.replace(b" ", b""):
-        await _send(send, 200, COMPLETION, b"application/json")
+        await _send(send, 200, RESPONSE_BODY if responses else COMPLETION, b"application/json")
         return
     await send(
         {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
     )
-    for piece in STREAM:
+    for piece in RESPONSE_STREAM if responses else STREAM:
         await send({"type": "http.response.body", "body": piece, "more_body": True})
-    await send({"type": "http.response.body", "body": b"".join(STREAM_END), "more_body": False})
+    end = RESPONSE_STREAM_END if responses else STREAM_END
+    await send({"type": "http.response.body", "body": b"".join(end), "more_body": False})
 
 
 async def _send(send: Send, status: int, body: bytes, content_type: bytes) -> None:
