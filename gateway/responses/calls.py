@@ -73,7 +73,7 @@ async def by_id(pipeline: Pipeline, request: Request, response_id: str, action: 
         return responses_reply.relay(
             record, exchange, remember=seen, done=lambda: notify(pipeline.observers, record)
         )
-    data = _json(exchange.response.content)
+    data = responses_reply.json_object(exchange.response.content)
     if data is not None and exchange.response.status_code < 300:
         await seen(response_id, data)
     return _answer(pipeline, record, exchange, data, metered=False)
@@ -102,7 +102,13 @@ async def by_model(pipeline: Pipeline, request: Request, operation: str) -> Resp
     except GatewayError as exc:
         pipeline.fail(record, exc)
         raise
-    return _answer(pipeline, record, exchange, _json(exchange.response.content), metered=operation in METERED)
+    return _answer(
+        pipeline,
+        record,
+        exchange,
+        responses_reply.json_object(exchange.response.content),
+        metered=operation in METERED,
+    )
 
 
 def route_for_id(runtime: Runtime, remembered: Remembered | None) -> Route:
@@ -127,14 +133,6 @@ def with_query(path: str, request: Request) -> str:
 
 def _asks_stream(request: Request) -> bool:
     return request.query_params.get("stream", "").lower() == "true"
-
-
-def _json(content: bytes) -> dict[str, Any] | None:
-    try:
-        data = orjson.loads(content)
-    except orjson.JSONDecodeError:
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _answer(

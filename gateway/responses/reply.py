@@ -30,7 +30,11 @@ async def complete(record: RequestRecord, exchange: Exchange, *, remember: Remem
     upstream = exchange.response
     content = upstream.content
     record.upstream_seconds = time.perf_counter() - exchange.started
-    data = _json(content) if upstream.headers.get("content-type", "").startswith("application/json") else None
+    data = (
+        json_object(content)
+        if upstream.headers.get("content-type", "").startswith("application/json")
+        else None
+    )
     if data is not None:
         record.usage = usage_from_openai(data.get("usage"))
         record.finish_reason = finish_reason_of(data)
@@ -88,7 +92,8 @@ async def _remember(record: RequestRecord, reader: ResponsesStreamReader, rememb
     await remember(reader.response_id, reader.response)
 
 
-def _json(content: bytes) -> dict[str, Any] | None:
+def json_object(content: bytes) -> dict[str, Any] | None:
+    """``content`` as a JSON object; None when it is not one."""
     try:
         data = orjson.loads(content)
     except orjson.JSONDecodeError:
