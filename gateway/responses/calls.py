@@ -73,10 +73,9 @@ async def by_id(pipeline: Pipeline, request: Request, response_id: str, action: 
         return responses_reply.relay(
             record, exchange, remember=seen, done=lambda: notify(pipeline.observers, record)
         )
-    data = responses_reply.json_object(exchange.response.content)
-    if data is not None and exchange.response.status_code < 300:
-        await seen(response_id, data)
-    return _answer(pipeline, record, exchange, data, metered=False)
+    if remembered is not None and remembered.pending is not None and exchange.response.status_code < 300:
+        await seen(response_id, responses_reply.json_object(exchange.response.content))
+    return _answer(pipeline, record, exchange, metered=False)
 
 
 async def by_model(pipeline: Pipeline, request: Request, operation: str) -> Response:
@@ -102,13 +101,7 @@ async def by_model(pipeline: Pipeline, request: Request, operation: str) -> Resp
     except GatewayError as exc:
         pipeline.fail(record, exc)
         raise
-    return _answer(
-        pipeline,
-        record,
-        exchange,
-        responses_reply.json_object(exchange.response.content),
-        metered=operation in METERED,
-    )
+    return _answer(pipeline, record, exchange, metered=operation in METERED)
 
 
 def route_for_id(runtime: Runtime, remembered: Remembered | None) -> Route:
@@ -135,20 +128,14 @@ def _asks_stream(request: Request) -> bool:
     return request.query_params.get("stream", "").lower() == "true"
 
 
-def _answer(
-    pipeline: Pipeline,
-    record: RequestRecord,
-    exchange: Exchange,
-    data: Mapping[str, Any] | None,
-    *,
-    metered: bool,
-) -> Response:
+def _answer(pipeline: Pipeline, record: RequestRecord, exchange: Exchange, *, metered: bool) -> Response:
     upstream = exchange.response
     record.provider = exchange.route.provider_name
     record.retries = exchange.attempts - 1
     record.status = upstream.status_code
     if metered:
         record.called_model = exchange.route.public_model
+        data = responses_reply.json_object(upstream.content)
         record.usage = usage_from_openai(data.get("usage") if data is not None else None)
     response = Response(
         content=upstream.content,
