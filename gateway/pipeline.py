@@ -282,7 +282,7 @@ class Pipeline:
         record.action = decision.action.value
         record.band = decision.band.value
         record.policy = decision.policy
-        record.warnings = decision.warnings
+        record.warnings = (*decision.warnings, *record.warnings)  # the budget's, taken while planning
         record.above_cliff = decision.above_cliff
         if decision.proposed is not decision.action:
             record.proposed_action = decision.proposed.value

@@ -72,6 +72,19 @@ def test_small_request_forwards_with_exact_token_headers(
     assert answer.main == [body]
 
 
+def test_a_budgets_soft_line_is_warned_on_a_model_under_policy(
+    tmp_path: Path, redis_url: str, upstream: Any, tenant_name: str
+) -> None:
+    router, _ = upstream
+    budget = {"monthly_usd": 1, "soft_usd": "0.000000001"}  # any hold crosses the soft line
+    config = make_config(tenants={tenant_name: {"keys": [TENANT_KEY], "budget": budget}})
+    body = {"model": "gpt-5.4", "messages": [{"role": "user", "content": "Hello there"}]}
+    with gateway_client(tmp_path, redis_url, router, config=config) as client:
+        response = client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200
+    assert "monthly budget of $1.00" in response.headers["x-gateway-warning"]
+
+
 def test_medium_request_is_counted_off_the_decision_path(
     tmp_path: Path, redis_url: str, upstream: Any
 ) -> None:
