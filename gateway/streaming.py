@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-_DATA = b"data:"
+from gateway.sse import EventSplitter, data_of, events
 
 
 class ChatStreamReader:
@@ -22,33 +22,26 @@ class ChatStreamReader:
         self.first_token_seconds: float | None = None
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
-        self.model: str | None = None
         self.done = False
         self.output_parts: list[str] = []
         self.on_chunk: Callable[[dict[str, Any]], None] | None = None
         """Called with every parsed chunk (e.g. to tally logprobs)."""
-        self._buffer = b""
+        self._splitter = EventSplitter()
 
     def feed(self, chunk: bytes) -> bytes:
-        if b"\r" in chunk:
-            chunk = chunk.replace(b"\r\n", b"\n")
-        buffer = self._buffer + chunk if self._buffer else chunk
-        end = buffer.rfind(b"\n\n")
-        if end < 0:
-            self._buffer = buffer
+        complete = self._splitter.feed(chunk)
+        if not complete:
             return b""
-        complete, self._buffer = buffer[: end + 2], buffer[end + 2 :]
         if not self.strip_usage_chunk:
-            for event in complete.split(b"\n\n"):
-                if event:
-                    self._read(event)
+            for event in events(complete):
+                self._read(event)
             return complete
-        kept = [event for event in complete.split(b"\n\n") if event and self._read(event)]
+        kept = [event for event in events(complete) if self._read(event)]
         return b"".join(event + b"\n\n" for event in kept)
 
     def flush(self) -> bytes:
         """What is left when the upstream closes: an unterminated last event, passed on unless dropped."""
-        rest, self._buffer = self._buffer, b""
+        rest = self._splitter.rest()
         event = rest.strip()
         if event and not self._read(event):
             return b""
@@ -56,7 +49,7 @@ class ChatStreamReader:
 
     def _read(self, event: bytes) -> bool:
         """Learn what the event says; return False when it is the usage chunk to drop."""
-        payload = _data_of(event)
+        payload = data_of(event)
         if payload is None:
             return True
         if payload == b"[DONE]":
@@ -73,8 +66,6 @@ class ChatStreamReader:
         usage = data.get("usage")
         if usage:
             self.usage = usage
-        if self.model is None and isinstance(data.get("model"), str):
-            self.model = data["model"]
         choices = data.get("choices")
         if choices:
             self._read_choices(choices)
@@ -103,12 +94,3 @@ class ChatStreamReader:
     @property
     def output_text(self) -> str:
         return "".join(self.output_parts)
-
-
-def _data_of(event: bytes) -> bytes | None:
-    lines = [line for line in event.split(b"\n") if line.startswith(_DATA)]
-    if not lines:
-        return None
-    if len(lines) == 1:
-        return lines[0][5:].strip()
-    return b"\n".join(line[5:].strip() for line in lines)

@@ -15,11 +15,12 @@ from typing import Any
 
 import orjson
 
+from gateway.sse import EventSplitter, data_of, events
+
 FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 TEXT_DELTAS = frozenset(
     {"response.output_text.delta", "response.function_call_arguments.delta", "response.refusal.delta"}
 )
-_DATA = b"data:"
 
 
 def finish_reason_of(response: Mapping[str, Any]) -> str | None:
@@ -48,29 +49,19 @@ class ResponsesStreamReader:
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
         self.response_id: str | None = None
-        self.model: str | None = None
         self.final = False
         """The final event has been read."""
         self.response: dict[str, Any] | None = None
         """The response object of the last event that carried one (the final event's at the end)."""
         self.output_parts: list[str] = []
-        self._buffer = b""
+        self._splitter = EventSplitter()
 
     def feed(self, chunk: bytes) -> None:
-        buffer = self._buffer + chunk if self._buffer else chunk
-        if b"\r" in buffer:  # a CRLF may be cut between two chunks: normalise what is buffered
-            buffer = buffer.replace(b"\r\n", b"\n")
-        end = buffer.rfind(b"\n\n")
-        if end < 0:
-            self._buffer = buffer
-            return
-        complete, self._buffer = buffer[:end], buffer[end + 2 :]
-        for event in complete.split(b"\n\n"):
-            if event:
-                self._read(event)
+        for event in events(self._splitter.feed(chunk)):
+            self._read(event)
 
     def flush(self) -> None:
-        rest, self._buffer = self._buffer.strip(), b""
+        rest = self._splitter.rest().strip()
         if rest:
             self._read(rest)
 
@@ -79,7 +70,7 @@ class ResponsesStreamReader:
         return "".join(self.output_parts)
 
     def _read(self, event: bytes) -> None:
-        payload = _data_of(event)
+        payload = data_of(event)
         if not payload:
             return
         try:
@@ -103,18 +94,9 @@ class ResponsesStreamReader:
         self.response = response
         if isinstance(response.get("id"), str):
             self.response_id = response["id"]
-        if isinstance(response.get("model"), str):
-            self.model = response["model"]
         if kind in FINAL_EVENTS:
             self.final = True
             self.finish_reason = finish_reason_of(response)
             usage = response.get("usage")
             if isinstance(usage, dict):
                 self.usage = usage
-
-
-def _data_of(event: bytes) -> bytes | None:
-    lines = [line[5:].strip() for line in event.split(b"\n") if line.startswith(_DATA)]
-    if not lines:
-        return None
-    return lines[0] if len(lines) == 1 else b"\n".join(lines)

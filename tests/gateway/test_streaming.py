@@ -52,6 +52,16 @@ def test_reader_keeps_usage_chunk_when_client_asked() -> None:
     assert reader.usage == USAGE
 
 
+def test_reader_handles_a_crlf_cut_between_two_chunks() -> None:
+    reader = ChatStreamReader(strip_usage_chunk=True, started=time.perf_counter())
+    text = STREAM.replace(b"\n", b"\r\n")
+    cuts = [i + 1 for i in range(len(text)) if text[i : i + 1] == b"\r"]  # every chunk ends in a \r
+    pieces = [text[start:end] for start, end in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+    out = b"".join(reader.feed(piece) for piece in pieces) + reader.flush()
+    assert out == sse(delta("Hel"), delta("lo"), delta(finish="stop"))
+    assert reader.usage == USAGE and reader.finish_reason == "stop" and reader.done
+
+
 def test_reader_handles_crlf_and_unterminated_tail() -> None:
     reader = ChatStreamReader(strip_usage_chunk=True, started=time.perf_counter())
     text = sse(delta("a")).replace(b"\n", b"\r\n")
