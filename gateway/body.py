@@ -43,6 +43,15 @@ def _too_large(limit: int) -> PayloadTooLarge:
     return PayloadTooLarge(f"Request body is larger than the gateway's limit of {limit:,} bytes.")
 
 
+def json_object(content: bytes) -> JsonObject | None:
+    """An upstream's answer as a JSON object; None when it is not one (no error: it is passed on as is)."""
+    try:
+        data = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def parse_object(raw: bytes) -> JsonObject:
     if not raw:
         raise MalformedJSON("The request body is empty; a JSON object was expected.")

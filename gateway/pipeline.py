@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
-import orjson
 import redis.asyncio as aioredis
 from starlette.requests import Request
 from starlette.responses import Response
@@ -24,13 +24,13 @@ from gateway.body import headers_of
 from gateway.errors import GatewayError, RouteNotFound
 from gateway.ledger import Budgets
 from gateway.metering import max_cost_nanos
-from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat
+from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat, planned_body, with_model
 from gateway.record import Observer, RequestRecord, notify, notify_soon
 from gateway.reload import ConfigStore
 from gateway.responses import reply as responses_reply
 from gateway.responses.chain import chain_notice, route_for_chain, stored_history, with_provider
 from gateway.responses.confirm import Confirm, confirmer
-from gateway.responses.front import RESPONSES, check_responses, responses_body
+from gateway.responses.front import RESPONSES, check_responses
 from gateway.responses.memory import ResponseMemory, remembering
 from gateway.responses.pending import Settler
 from gateway.runtime import Route, Runtime
@@ -88,7 +88,7 @@ class Pipeline:
     async def chat(self, request: Request) -> Response:
         record = self.begin(request, "chat")
         hold = Hold(self.budgets)
-        try:
+        async with self.failing(record, hold):
             runtime = self.store.current
             record.tenant = self.authenticate(runtime, request)
             raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
@@ -102,14 +102,10 @@ class Pipeline:
                 self.pool,
                 admitted(runtime, plan, record.requested_model),
                 path="/chat/completions",
-                body_for=lambda route: _chat_body(raw, plan, route, add_usage=add_usage),
+                body_for=lambda route: planned_body(raw, plan, route, add_usage=add_usage),
                 incoming_headers=headers_of(request),
                 stream=record.stream,
             )
-        except GatewayError as exc:
-            await hold.release()
-            self.fail(record, exc)
-            raise
         await self.note_sent(runtime, record, plan, exchange)
         if record.stream:
             return self.relay_stream(
@@ -122,7 +118,7 @@ class Pipeline:
         (``previous_response_id``) is estimated from what the gateway remembered of that response."""
         record = self.begin(request, "responses")
         hold = Hold(self.budgets)
-        try:
+        async with self.failing(record, hold):
             runtime = self.store.current
             record.tenant = tenant = self.authenticate(runtime, request)
             raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
@@ -150,14 +146,10 @@ class Pipeline:
                 self.pool,
                 routes,
                 path="/responses",
-                body_for=lambda route: responses_body(raw, plan, route),
+                body_for=lambda route: planned_body(raw, plan, route),
                 incoming_headers=headers_of(request),
                 stream=record.stream,
             )
-        except GatewayError as exc:
-            await hold.release()
-            self.fail(record, exc)
-            raise
         await self.note_sent(runtime, record, plan, exchange)
         remember = remembering(
             self.memory,
@@ -221,7 +213,7 @@ class Pipeline:
     async def passthrough(self, request: Request, path: str) -> Response:
         """Other /v1/* routes: sent to the provider of the body's model, when the body names one."""
         record = self.begin(request, "passthrough")
-        try:
+        async with self.failing(record):
             runtime = self.store.current
             record.tenant = self.authenticate(runtime, request)
             raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
@@ -240,15 +232,12 @@ class Pipeline:
                 stream=False,
                 method=request.method,
             )
-        except GatewayError as exc:
-            self.fail(record, exc)
-            raise
         self.note_exchange(record, exchange)
         return self.respond(record, exchange)
 
     async def forward_json(self, request: Request, endpoint: str, path: str, check: Any) -> Response:
         record = self.begin(request, endpoint)
-        try:
+        async with self.failing(record):
             runtime = self.store.current
             record.tenant = self.authenticate(runtime, request)
             raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
@@ -258,13 +247,10 @@ class Pipeline:
                 self.pool,
                 runtime.candidates(record.requested_model),
                 path=path,
-                body_for=lambda route: _with_model(raw, body, route),
+                body_for=lambda route: with_model(raw, body, route),
                 incoming_headers=headers_of(request),
                 stream=False,
             )
-        except GatewayError as exc:
-            self.fail(record, exc)
-            raise
         self.note_exchange(record, exchange)
         return self.respond(record, exchange)
 
@@ -315,15 +301,33 @@ class Pipeline:
         record.forwarded_tokens = plan.forwarded_tokens
         self.after_response(runtime, record, plan)
 
-    def note_exchange(self, record: RequestRecord, exchange: Exchange) -> None:
-        record.called_model = exchange.route.public_model
+    def note_exchange(self, record: RequestRecord, exchange: Exchange, *, metered: bool = True) -> None:
+        """Who answered; ``metered``: a model ran for it (the request gets a cost event)."""
+        if metered:
+            record.called_model = exchange.route.public_model
         record.provider = exchange.route.provider_name
         record.retries = exchange.attempts - 1
         record.status = exchange.response.status_code
 
-    def fail(self, record: RequestRecord, exc: GatewayError) -> None:
-        record.status = exc.status_code
-        record.error_type = exc.code or exc.error_type
+    @asynccontextmanager
+    async def failing(self, record: RequestRecord, hold: Hold | None = None) -> AsyncIterator[None]:
+        """A handler's steps up to the upstream's answer: whatever fails there (an error to answer with,
+        or a bug) gives the budget hold back and is recorded once, then goes on to the error handlers."""
+        try:
+            yield
+        except Exception as exc:
+            if hold is not None:
+                await hold.release()
+            self.fail(record, exc)
+            raise
+
+    def fail(self, record: RequestRecord, exc: Exception) -> None:
+        if isinstance(exc, GatewayError):
+            record.status = exc.status_code
+            record.error_type = exc.code or exc.error_type
+        else:
+            record.status = 500
+            record.error_type = "internal_error"
         notify(self.observers, record)
 
     def respond(self, record: RequestRecord, exchange: Exchange) -> Response:
@@ -348,18 +352,6 @@ def _include_usage(body: Mapping[str, Any]) -> bool:
     return isinstance(options, dict) and options.get("include_usage") is True
 
 
-def _chat_body(raw: bytes, plan: Plan, route: Route, *, add_usage: bool) -> bytes:
-    """The original bytes when nothing needs changing; else the body serialised once more."""
-    body = plan.body
-    if not plan.changed and route.upstream_model == body["model"] and not add_usage:
-        return raw
-    changed = dict(body)
-    changed["model"] = route.upstream_model
-    if add_usage:
-        changed["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
-    return orjson.dumps(changed)
-
-
 def admitted(runtime: Runtime, plan: Plan, requested: str) -> tuple[Route, ...]:
     """The decided model, then those of its fallbacks whose bands admit the request as it will be sent."""
     decision = plan.decision
@@ -378,18 +370,9 @@ def admitted(runtime: Runtime, plan: Plan, requested: str) -> tuple[Route, ...]:
     )
 
 
-def _with_model(raw: bytes, body: dict[str, Any], route: Route) -> bytes:
-    if route.upstream_model == body["model"]:
-        return raw
-    return orjson.dumps({**body, "model": route.upstream_model})
-
-
 def _model_of(raw: bytes, content_type: str) -> str | None:
     if not raw or not content_type.startswith("application/json"):
         return None
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    model = data.get("model") if isinstance(data, dict) else None
+    data = bodies.json_object(raw)
+    model = data.get("model") if data is not None else None
     return model if isinstance(model, str) else None

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import anyio.to_thread
+import orjson
 
 from gateway.errors import ContextLengthExceeded, GatewayError, PermissionDenied, ServiceUnavailable
-from gateway.runtime import Runtime
+from gateway.runtime import Route, Runtime
 from gateway.tokens.counter import TokenCount, TokenCounter
 from policies import Action, Decision, Facts, PolicyEngine, Rejection
 
@@ -112,6 +113,26 @@ class StoredHistory:
     """The estimated tokens of the stored history (previous input and output)."""
     reference: str
     """What names it in messages (the previous response id)."""
+
+
+def with_model(raw: bytes, body: Mapping[str, Any], route: Route) -> bytes:
+    """The body for ``route``: the original bytes when the route's upstream name is the one asked for."""
+    if route.upstream_model == body["model"]:
+        return raw
+    return orjson.dumps({**body, "model": route.upstream_model})
+
+
+def planned_body(raw: bytes, plan: Plan, route: Route, *, add_usage: bool = False) -> bytes:
+    """The body to send to ``route``: the original bytes when nothing needs changing (opaque content goes
+    on byte for byte), else the planned body serialised once more (JSON strings survive exactly);
+    ``add_usage`` asks a chat stream for its usage chunk."""
+    body = plan.body
+    if not plan.changed and not add_usage:
+        return with_model(raw, body, route)
+    changed = {**body, "model": route.upstream_model}
+    if add_usage:
+        changed["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+    return orjson.dumps(changed)
 
 
 async def plan_chat(

@@ -9,9 +9,9 @@ from typing import Any, Protocol
 
 import anyio
 import httpx
-import orjson
 from starlette.responses import Response, StreamingResponse
 
+from gateway.body import json_object
 from gateway.record import RequestRecord
 from gateway.sampling.logprobs import LogprobTally, completion_logprobs
 from gateway.streaming import ChatStreamReader
@@ -52,12 +52,16 @@ def headers(record: RequestRecord, upstream: httpx.Response | None = None) -> di
 def complete(record: RequestRecord, exchange: Exchange) -> Response:
     """A non-streaming answer: the upstream's bytes, unchanged."""
     upstream = exchange.response
-    content = upstream.content
     record.upstream_seconds = time.perf_counter() - exchange.started
     if upstream.headers.get("content-type", "").startswith("application/json"):
-        read_completion(record, content)
+        read_completion(record, upstream.content)
+    return answer(record, upstream)
+
+
+def answer(record: RequestRecord, upstream: httpx.Response) -> Response:
+    """The upstream's whole answer, its bytes unchanged, with the gateway's headers."""
     return Response(
-        content=content,
+        content=upstream.content,
         status_code=upstream.status_code,
         media_type=upstream.headers.get("content-type", "application/json"),
         headers=headers(record, upstream),
@@ -65,11 +69,8 @@ def complete(record: RequestRecord, exchange: Exchange) -> Response:
 
 
 def read_completion(record: RequestRecord, content: bytes) -> None:
-    try:
-        data = orjson.loads(content)
-    except orjson.JSONDecodeError:
-        return
-    if not isinstance(data, dict):
+    data = json_object(content)
+    if data is None:
         return
     record.usage = usage_from_openai(data.get("usage"))
     choices = data.get("choices")

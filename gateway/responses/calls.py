@@ -14,16 +14,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway import body as bodies
 from gateway import replies
-from gateway.body import headers_of
-from gateway.errors import GatewayError, RouteNotFound
+from gateway.admission import Hold
+from gateway.body import headers_of, json_object
+from gateway.errors import RouteNotFound
+from gateway.metering import max_cost_nanos
+from gateway.planning import with_model
 from gateway.record import RequestRecord, notify, notify_soon
 from gateway.responses import reply as responses_reply
+from gateway.responses.counting import responses_upper_bound
 from gateway.responses.memory import Remembered
 from gateway.runtime import Route, Runtime
 from gateway.upstream import Exchange, send
@@ -40,7 +43,7 @@ async def by_id(pipeline: Pipeline, request: Request, response_id: str, action: 
     response seen ended here has its cost recorded (``gateway.responses.pending``); one about to be
     deleted is looked at first, while the provider can still tell."""
     record = pipeline.begin(request, "responses_lookup")
-    try:
+    async with pipeline.failing(record):
         runtime = pipeline.store.current
         record.tenant = tenant = pipeline.authenticate(runtime, request)
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
@@ -58,50 +61,60 @@ async def by_id(pipeline: Pipeline, request: Request, response_id: str, action: 
             stream=streamed,
             method=request.method,
         )
-    except GatewayError as exc:
-        pipeline.fail(record, exc)
-        raise
+
+    settles = action in ("", "cancel") and remembered is not None and remembered.pending is not None
 
     async def seen(seen_id: str, response: Mapping[str, Any] | None) -> None:
-        if action in ("", "cancel"):
+        if settles:
             await pipeline.settler.observe(tenant.name, seen_id, remembered, response)
 
+    pipeline.note_exchange(record, exchange, metered=False)
     if streamed:
-        record.provider = exchange.route.provider_name
-        record.retries = exchange.attempts - 1
-        record.status = exchange.response.status_code
         return responses_reply.relay(
             record, exchange, remember=seen, done=lambda: notify(pipeline.observers, record)
         )
-    if remembered is not None and remembered.pending is not None and exchange.response.status_code < 300:
-        await seen(response_id, responses_reply.json_object(exchange.response.content))
-    return _answer(pipeline, record, exchange, metered=False)
+    if settles and exchange.response.status_code < 300:
+        await seen(response_id, json_object(exchange.response.content))
+    return _answer(pipeline, record, exchange)
 
 
 async def by_model(pipeline: Pipeline, request: Request, operation: str) -> Response:
+    """``compact`` runs a model: it takes a budget hold (the most its input and output can cost) and is
+    billed; ``input_tokens`` only counts."""
     record = pipeline.begin(request, f"responses_{operation}")
-    try:
+    metered = operation in METERED
+    hold = Hold(pipeline.budgets)
+    async with pipeline.failing(record, hold):
         runtime = pipeline.store.current
         record.tenant = pipeline.authenticate(runtime, request)
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
         body = bodies.parse_object(raw)
         record.requested_model = model = bodies.require_model(body)
+        candidates = runtime.candidates(model)
+        if metered:
+            await hold.take(
+                runtime,
+                record,
+                headers_of(request),
+                lambda: max_cost_nanos(
+                    runtime.config.models.get(model),
+                    responses_upper_bound(runtime.counter, model, body, len(raw)),
+                    {},
+                ),
+            )
         exchange = await send(
             pipeline.pool,
-            runtime.candidates(model),
+            candidates,
             path=with_query(f"/responses/{operation}", request),
-            body_for=lambda route: (
-                raw
-                if route.upstream_model == model
-                else orjson.dumps({**body, "model": route.upstream_model})
-            ),
+            body_for=lambda route: with_model(raw, body, route),
             incoming_headers=headers_of(request),
             stream=False,
         )
-    except GatewayError as exc:
-        pipeline.fail(record, exc)
-        raise
-    return _answer(pipeline, record, exchange, metered=operation in METERED)
+    pipeline.note_exchange(record, exchange, metered=metered)
+    if metered:
+        data = json_object(exchange.response.content)
+        record.usage = usage_from_openai(data.get("usage") if data is not None else None)
+    return _answer(pipeline, record, exchange)
 
 
 def route_for_id(runtime: Runtime, remembered: Remembered | None) -> Route:
@@ -128,20 +141,7 @@ def _asks_stream(request: Request) -> bool:
     return request.query_params.get("stream", "").lower() == "true"
 
 
-def _answer(pipeline: Pipeline, record: RequestRecord, exchange: Exchange, *, metered: bool) -> Response:
-    upstream = exchange.response
-    record.provider = exchange.route.provider_name
-    record.retries = exchange.attempts - 1
-    record.status = upstream.status_code
-    if metered:
-        record.called_model = exchange.route.public_model
-        data = responses_reply.json_object(upstream.content)
-        record.usage = usage_from_openai(data.get("usage") if data is not None else None)
-    response = Response(
-        content=upstream.content,
-        status_code=upstream.status_code,
-        media_type=upstream.headers.get("content-type", "application/json"),
-        headers=replies.headers(record, upstream),
-    )
+def _answer(pipeline: Pipeline, record: RequestRecord, exchange: Exchange) -> Response:
+    response = replies.answer(record, exchange.response)
     notify_soon(pipeline.observers, record)
     return response

@@ -5,14 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
 from gateway.body import JsonObject, require_model
 from gateway.errors import InvalidRequest
-from gateway.planning import Plan
 from gateway.responses.counting import count_responses, responses_upper_bound
 from gateway.responses.view import from_view, to_view
-from gateway.runtime import Route
 from gateway.tokens.counter import TokenCount, TokenCounter
 
 
@@ -59,12 +55,3 @@ def check_responses(body: JsonObject) -> str:
             "previous_response_id must be a string.", param="previous_response_id", code="invalid_type"
         )
     return model
-
-
-def responses_body(raw: bytes, plan: Plan, route: Route) -> bytes:
-    """The original bytes when nothing needs changing (opaque items go on byte for byte); else the body
-    serialised once more from the parsed items (JSON strings survive the round trip exactly)."""
-    body = plan.body
-    if not plan.changed and route.upstream_model == body["model"]:
-        return raw
-    return orjson.dumps({**body, "model": route.upstream_model})

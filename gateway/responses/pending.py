@@ -24,9 +24,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-import orjson
 import structlog
 
+from gateway.body import json_object
 from gateway.errors import GatewayError, RouteNotFound, UpstreamError, UpstreamRejected
 from gateway.record import Observer, RequestRecord, notify
 from gateway.reload import ConfigStore
@@ -130,10 +130,7 @@ class Settler:
             log.warning("background_response_unreachable", response_id=response_id, error=type(exc).__name__)
             await self._later(tenant, response_id, remembered, now_ms, age_ms)
             return
-        try:
-            data = orjson.loads(exchange.response.content)
-        except orjson.JSONDecodeError:
-            data = None
+        data = json_object(exchange.response.content)
         if not await self.observe(tenant, response_id, remembered, data):
             await self._later(tenant, response_id, remembered, now_ms, age_ms)
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import anyio
 import httpx
-import orjson
 from starlette.responses import Response, StreamingResponse
 
 from gateway import replies
+from gateway.body import json_object
 from gateway.record import RequestRecord
 from gateway.responses.memory import Remember
 from gateway.responses.stream import ResponsesStreamReader, finish_reason_of
@@ -28,25 +28,16 @@ from gateway.usage import usage_from_openai
 async def complete(record: RequestRecord, exchange: Exchange, *, remember: Remember) -> Response:
     """A non-streaming answer: the upstream's bytes, unchanged."""
     upstream = exchange.response
-    content = upstream.content
     record.upstream_seconds = time.perf_counter() - exchange.started
-    data = (
-        json_object(content)
-        if upstream.headers.get("content-type", "").startswith("application/json")
-        else None
-    )
+    json = upstream.headers.get("content-type", "").startswith("application/json")
+    data = json_object(upstream.content) if json else None
     if data is not None:
         record.usage = usage_from_openai(data.get("usage"))
         record.finish_reason = finish_reason_of(data)
         record.output_text_chars = sum(len(text) for text in _output_texts(data))
         if isinstance(data.get("id"), str) and upstream.status_code < 300:
             await remember(data["id"], data)
-    return Response(
-        content=content,
-        status_code=upstream.status_code,
-        media_type=upstream.headers.get("content-type", "application/json"),
-        headers=replies.headers(record, upstream),
-    )
+    return replies.answer(record, upstream)
 
 
 def relay(
@@ -90,15 +81,6 @@ async def _remember(record: RequestRecord, reader: ResponsesStreamReader, rememb
         return
     record.usage = usage_from_openai(reader.usage)
     await remember(reader.response_id, reader.response)
-
-
-def json_object(content: bytes) -> dict[str, Any] | None:
-    """``content`` as a JSON object; None when it is not one."""
-    try:
-        data = orjson.loads(content)
-    except orjson.JSONDecodeError:
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _output_texts(data: Mapping[str, Any]) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+import redis
 import respx
 
 from tests.factories import TENANT_KEY, UPSTREAM, completion, gateway_client, make_config, shared_counter
@@ -233,3 +234,20 @@ def test_observe_and_passthrough_forward_unchanged_in_the_warning_band(
     assert "x-gateway-warning" in response.headers  # at or above the warning line
     if action == "forward":
         assert answer.main[-1]["messages"] == body["messages"]
+
+
+def test_an_unexpected_failure_gives_the_budget_hold_back(
+    tmp_path: Path, redis_url: str, tenant_name: str
+) -> None:
+    router = respx.Router(assert_all_called=False)
+    router.post(f"{UPSTREAM}/chat/completions").mock(side_effect=RuntimeError("a bug, not an upstream error"))
+    config = make_config(tenants={tenant_name: {"keys": [TENANT_KEY], "budget": {"monthly_usd": 100}}})
+    body = {"model": "gpt-5.4", "messages": [{"role": "user", "content": "Hello there"}]}
+    with gateway_client(tmp_path, redis_url, router, config=config) as client:
+        with pytest.raises(RuntimeError):
+            client.post("/v1/chat/completions", json=body)
+    with redis.Redis.from_url(redis_url) as direct:
+        held = direct.hget(f"gw:{{{tenant_name}}}:holds", "total")
+        reserved = direct.hlen(f"gw:{{{tenant_name}}}:holds")
+    assert reserved > 0  # the tenant's hold book was written: a hold was taken ...
+    assert int(held or 0) == 0  # ... and given back

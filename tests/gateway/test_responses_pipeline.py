@@ -372,3 +372,26 @@ def test_responses_websocket_upgrade_is_refused_with_a_plain_http_error(
                 pass
     assert refused.value.status_code == 426
     assert refused.value.json()["error"]["code"] == "websocket_not_supported"
+
+
+def test_responses_compact_takes_a_budget_hold_and_is_refused_over_a_hard_budget(
+    tmp_path: Path, redis_url: str, tenant_name: str
+) -> None:
+    router = respx.Router(assert_all_called=False)
+    compact = router.post(f"{UPSTREAM}/responses/compact").mock(
+        return_value=httpx.Response(
+            200, json={"output": [], "usage": {"input_tokens": 9, "output_tokens": 2}}
+        )
+    )
+    counted = router.post(f"{UPSTREAM}/responses/input_tokens").mock(
+        return_value=httpx.Response(200, json={"input_tokens": 9})
+    )
+    budget = {"monthly_usd": "0.000001"}  # less than any compact of gpt-5.4 can cost
+    config = make_config(tenants={tenant_name: {"keys": [TENANT_KEY], "budget": budget}})
+    body = {"model": "gpt-5.4", "input": "compact this conversation"}
+    with gateway_client(tmp_path, redis_url, router, config=config) as client:
+        refused = client.post("/v1/responses/compact", json=body)
+        free = client.post("/v1/responses/input_tokens", json=body)
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "budget_exceeded"
+    assert not compact.called
+    assert free.status_code == 200 and counted.called  # counting runs no model: no hold to refuse
