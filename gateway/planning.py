@@ -214,7 +214,7 @@ async def plan_chat(
             decision = engine.after_failure(decision, facts, reason=str(exc))
             continue
         plan.changed = True
-        counted = await _count_async(runtime, front, model, rebuilt, 0)
+        counted = await _count_async(runtime, front, model, rebuilt, body_len)  # off the loop when large
         decision = engine.after_transform(decision, facts, counted.total)
     plan.decision = decision
     if decision.rejection is not None:

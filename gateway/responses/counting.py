@@ -14,19 +14,36 @@ from dataclasses import replace
 from typing import Any
 
 from gateway.responses.items import input_items, kind_of
-from gateway.responses.view import to_view
+from gateway.responses.view import PRIVATE, to_view
 from gateway.tokens import bound
 from gateway.tokens.counter import TokenCount, TokenCounter
 
 
 def count_responses(counter: TokenCounter, model: str, body: Mapping[str, Any]) -> TokenCount:
     tools = body.get("tools")
+    messages = [countable(message) for message in to_view(body)]
     count = counter.count_chat(
-        model, {"messages": to_view(body), "tools": tools if isinstance(tools, list) else []}
+        model, {"messages": messages, "tools": tools if isinstance(tools, list) else []}
     )
     if not count.approximate and _has_opaque(body):
         count = replace(count, approximate=True)
     return count
+
+
+def countable(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A view message without the adapter's bookkeeping (item positions, text sources), so that the
+    counter's per-message cache knows it by content: the same turn hits the cache wherever it stands
+    (after a compression, or when the client drops its oldest items)."""
+    kept = {key: value for key, value in message.items() if not key.startswith(PRIVATE)}
+    content = kept.get("content")
+    if isinstance(content, list):
+        kept["content"] = [
+            {key: value for key, value in part.items() if not key.startswith(PRIVATE)}
+            if isinstance(part, Mapping)
+            else part
+            for part in content
+        ]
+    return kept
 
 
 def responses_upper_bound(counter: TokenCounter, model: str, body: Mapping[str, Any], body_len: int) -> int:

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from gateway.planning import TransformFailed
-from gateway.responses.counting import count_responses, image_parts
+from gateway.responses.counting import count_responses, countable, image_parts
 from gateway.responses.items import groups, input_items
 from gateway.responses.view import ITEMS, from_view, to_view
 from tests.factories import shared_counter
@@ -221,3 +221,15 @@ def test_count_covers_images_and_reasoning_summaries_and_marks_opaque_content() 
         count_responses(counter, "gpt-5.4", thought).total > count_responses(counter, "gpt-5.4", plain).total
     )
     assert count_responses(counter, "gpt-5.4", thought).approximate
+
+
+def test_a_turn_is_counted_by_its_content_wherever_it_stands() -> None:
+    """The counter caches per message by content: the adapter's positions must not be part of it."""
+    turns: list[dict[str, Any]] = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": f"turn {n}"}]}
+        for n in range(4)
+    ]
+    whole = [countable(message) for message in to_view({"input": turns})]
+    trimmed = [countable(message) for message in to_view({"input": turns[2:]})]
+    assert whole[2:] == trimmed
+    assert "_gateway_" not in orjson.dumps(whole).decode()
