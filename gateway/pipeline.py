@@ -69,7 +69,7 @@ class Pipeline:
         self.background = background
         self.budgets = budgets
         self.retrievers: dict[Any, Any] = {}
-        self.memory = ResponseMemory(redis)
+        self.memory = ResponseMemory(redis, prefix=store.current.config.ledger.key_prefix)
         self.settler = Settler(self.memory, observers=observers, store=store, pool=pool)
 
     # --- steps 1-2: who is calling, and what do they send -------------------------------------------

@@ -3,7 +3,8 @@
 A ``previous_response_id`` names history the upstream stores and the gateway never sees; what was
 remembered of that response (its input and output tokens) estimates the size of that history, and its
 provider is where calls about it (retrieve, cancel, delete, the next turn) must go. One small JSON value
-per response, under the tenant's hash tag (``gw:{tenant}:resp:<id>``), kept as long as the upstream
+per response, under the tenant's hash tag (``gw:{tenant}:resp:<id>``, ``gw`` being the ledger's
+``key_prefix``), kept as long as the upstream
 keeps responses (30 days by default).
 
 A response still running upstream (``background: true``) is remembered with what its cost event needs
@@ -18,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import anyio
 import orjson
 import redis.asyncio as aioredis
 import structlog
@@ -69,12 +71,18 @@ class Remembered:
         return self.input_tokens + self.output_tokens
 
 
-def response_key(tenant: str, response_id: str) -> str:
-    return f"gw:{{{tenant}}}:resp:{response_id}"
+def response_key(tenant: str, response_id: str, prefix: str = "gw") -> str:
+    return f"{prefix}:{{{tenant}}}:resp:{response_id}"
 
 
-PENDING_KEY = "gw:responses:pending"
-"""Sorted set of ``[tenant, response id]`` (JSON) still running upstream, scored by the next look (ms)."""
+def pending_key(prefix: str = "gw") -> str:
+    """Sorted set of ``[tenant, response id]`` (JSON) still running upstream, scored by the next look (ms)."""
+    return f"{prefix}:responses:pending"
+
+
+PENDING_KEY = pending_key()
+WRITE_TIMEOUT_SECONDS = 0.5
+"""How long an answer waits for its response to be remembered (the write is best effort)."""
 
 _CLAIM = """
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
@@ -86,14 +94,21 @@ return due
 class ResponseMemory:
     """Remembers and recalls responses by id; Redis errors are logged, never raised to the client."""
 
-    def __init__(self, redis: aioredis.Redis, *, ttl_seconds: int = DEFAULT_TTL_SECONDS) -> None:
+    def __init__(
+        self, redis: aioredis.Redis, *, prefix: str = "gw", ttl_seconds: int = DEFAULT_TTL_SECONDS
+    ) -> None:
+        """``prefix``: the ledger's key prefix, so that gateways sharing a Redis keep apart."""
         self._redis = redis
+        self._prefix = prefix
+        self._pending = pending_key(prefix)
         self._ttl = ttl_seconds
 
     async def remember(
         self, tenant: str, response_id: str, value: Remembered, *, look_at_ms: int | None = None
     ) -> bool:
-        """Whether it was written; a pending value is also queued, to be looked at from ``look_at_ms``."""
+        """Whether it was written (within ``WRITE_TIMEOUT_SECONDS``); a pending value is also queued, to be
+        looked at from ``look_at_ms``. The queue entry goes first: an entry whose value never got written
+        is dropped when looked at, while a pending value nobody would look at could never be billed."""
         if not response_id or len(response_id) > MAX_ID_LENGTH:
             return False
         data: dict[str, Any] = {
@@ -104,12 +119,17 @@ class ResponseMemory:
         }
         if value.pending is not None:
             data["q"] = asdict(value.pending)
-        try:
-            await self._redis.set(response_key(tenant, response_id), orjson.dumps(data), ex=self._ttl)
-            if value.pending is not None:
-                await self._redis.zadd(PENDING_KEY, {_member(tenant, response_id): look_at_ms or 0})
-        except RedisError as exc:
-            log.warning("response_memory_unavailable", error=type(exc).__name__)
+        with anyio.move_on_after(WRITE_TIMEOUT_SECONDS) as scope:
+            try:
+                if value.pending is not None:
+                    await self._redis.zadd(self._pending, {_member(tenant, response_id): look_at_ms or 0})
+                key = response_key(tenant, response_id, self._prefix)
+                await self._redis.set(key, orjson.dumps(data), ex=self._ttl)
+            except RedisError as exc:
+                log.warning("response_memory_unavailable", error=type(exc).__name__)
+                return False
+        if scope.cancelled_caught:
+            log.warning("response_memory_unavailable", error="timeout")
             return False
         return True
 
@@ -117,7 +137,7 @@ class ResponseMemory:
         if not isinstance(response_id, str) or not response_id or len(response_id) > MAX_ID_LENGTH:
             return None
         try:
-            raw = await self._redis.get(response_key(tenant, response_id))
+            raw = await self._redis.get(response_key(tenant, response_id, self._prefix))
         except RedisError as exc:
             log.warning("response_memory_unavailable", error=type(exc).__name__)
             return None
@@ -140,7 +160,7 @@ class ResponseMemory:
         """The pending responses due by ``now_ms``, put out of the others' sight for ``lease_ms`` (a
         replica that dies while looking leaves them due again when the lease ends)."""
         try:
-            due = await self._redis.eval(_CLAIM, 1, PENDING_KEY, now_ms, limit, now_ms + lease_ms)
+            due = await self._redis.eval(_CLAIM, 1, self._pending, now_ms, limit, now_ms + lease_ms)
         except RedisError as exc:
             log.warning("response_memory_unavailable", error=type(exc).__name__)
             return []
@@ -152,13 +172,13 @@ class ResponseMemory:
 
     async def look_again(self, tenant: str, response_id: str, at_ms: int) -> None:
         try:
-            await self._redis.zadd(PENDING_KEY, {_member(tenant, response_id): at_ms}, xx=True)
+            await self._redis.zadd(self._pending, {_member(tenant, response_id): at_ms}, xx=True)
         except RedisError as exc:
             log.warning("response_memory_unavailable", error=type(exc).__name__)
 
     async def settled(self, tenant: str, response_id: str) -> None:
         try:
-            await self._redis.zrem(PENDING_KEY, _member(tenant, response_id))
+            await self._redis.zrem(self._pending, _member(tenant, response_id))
         except RedisError as exc:
             log.warning("response_memory_unavailable", error=type(exc).__name__)
 

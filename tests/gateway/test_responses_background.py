@@ -22,7 +22,14 @@ import respx
 from starlette.testclient import TestClient
 
 from gateway.record import RequestRecord
-from gateway.responses.memory import PENDING_KEY, ResponseMemory, remembering, response_key
+from gateway.responses.memory import (
+    PENDING_KEY,
+    Pending,
+    Remembered,
+    ResponseMemory,
+    remembering,
+    response_key,
+)
 from gateway.types import Tenant
 from tests.factories import ADMIN_KEY, TENANT_KEY, UPSTREAM, gateway_client, make_config
 from tests.mock.responses import response_events, responses_answer, sse
@@ -274,6 +281,25 @@ async def test_pending_responses_are_claimed_by_one_looker_at_a_time(
     assert (tenant_name, "resp_claim_1") in first
     assert (tenant_name, "resp_claim_1") not in second
     assert (tenant_name, "resp_claim_1") in later
+
+
+@pytest.mark.anyio
+async def test_gateways_with_other_key_prefixes_keep_their_pending_responses_apart(
+    redis_client: Any, tenant_name: str
+) -> None:
+    ours, theirs = ResponseMemory(redis_client), ResponseMemory(redis_client, prefix=f"{tenant_name}-other")
+    pending = Pending(
+        request_id="req_1", key_id="k", requested_model="gpt-5.4", action="forward", started_at=0.0
+    )
+    value = Remembered(provider="mock", model="gpt-5.4", input_tokens=1, output_tokens=0, pending=pending)
+    assert await theirs.remember(tenant_name, "resp_theirs", value, look_at_ms=1)
+    claimed_by_us = await ours.claim_pending(10, lease_ms=1, limit=1_000)
+    claimed_by_them = await theirs.claim_pending(10, lease_ms=1, limit=1_000)
+    recalled = await ours.recall(tenant_name, "resp_theirs"), await theirs.recall(tenant_name, "resp_theirs")
+    await theirs.settled(tenant_name, "resp_theirs")
+    assert (tenant_name, "resp_theirs") not in claimed_by_us
+    assert claimed_by_them == [(tenant_name, "resp_theirs")]
+    assert recalled[0] is None and recalled[1] == value
 
 
 @pytest.mark.anyio
