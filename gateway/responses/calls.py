@@ -50,7 +50,7 @@ async def by_id(pipeline: Pipeline, request: Request, response_id: str, action: 
         remembered = await pipeline.memory.recall(tenant.name, response_id)
         route = route_for_id(runtime, remembered)
         if request.method == "DELETE" and remembered is not None and remembered.pending is not None:
-            await pipeline.settler.look(tenant.name, response_id)
+            await pipeline.settler.look(tenant.name, response_id, remembered=remembered)
         record.stream = streamed = request.method == "GET" and not action and _asks_stream(request)
         exchange = await send(
             pipeline.pool,

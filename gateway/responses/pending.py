@@ -100,10 +100,18 @@ class Settler:
         await self._settle(tenant, response_id, remembered, response)
         return True
 
-    async def look(self, tenant: str, response_id: str, *, now_ms: int | None = None) -> None:
-        """Ask the provider about one pending response: record it if it ended, else look again later."""
+    async def look(
+        self,
+        tenant: str,
+        response_id: str,
+        *,
+        now_ms: int | None = None,
+        remembered: Remembered | None = None,
+    ) -> None:
+        """Ask the provider about one pending response: record it if it ended, else look again later.
+        ``remembered``: what the caller already recalled of it."""
         now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
-        remembered = await self._memory.recall(tenant, response_id)
+        remembered = remembered or await self._memory.recall(tenant, response_id)
         if remembered is None or remembered.pending is None:
             await self._memory.settled(tenant, response_id)
             return
