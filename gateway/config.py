@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import hashlib
 from decimal import Decimal
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gateway.ledger.schema import BudgetConfig, LedgerConfig
 from gateway.sampling.config import SamplingConfig
-from gateway.tokens.config import CountingConfig
+from gateway.tokens.config import CountingConfig, EncodingName
 from policies import PoliciesConfig
 
 KEY_HASH_PREFIX = "sha256:"
+ENCODINGS: tuple[str, ...] = get_args(EncodingName)
+"""The tiktoken encodings a model's ``encoding`` may name: those the gateway ships."""
+
+Loc = tuple[str | int, ...]
 
 
 class _Strict(BaseModel):
@@ -102,13 +106,14 @@ class TenantConfig(_Strict):
 
     def key_hashes(self) -> tuple[str, ...]:
         """sha256 hex digests of this tenant's keys; empty keys (an unset variable) never authenticate."""
-        hashes = []
-        for key in self.keys:
-            if key.startswith(KEY_HASH_PREFIX):
-                hashes.append(key.removeprefix(KEY_HASH_PREFIX).lower())
-            elif key:
-                hashes.append(hash_key(key))
-        return tuple(hashes)
+        return tuple(digest for digest in map(key_digest, self.keys) if digest is not None)
+
+
+def key_digest(key: str) -> str | None:
+    """The sha256 hex digest of a configured key (``sha256:<hex>`` or plain); None for an empty one."""
+    if key.startswith(KEY_HASH_PREFIX):
+        return key.removeprefix(KEY_HASH_PREFIX).lower()
+    return hash_key(key) if key else None
 
 
 class Limits(_Strict):
@@ -127,19 +132,47 @@ class GatewayConfig(_Strict):
 
     @model_validator(mode="after")
     def _references(self) -> GatewayConfig:
-        for name, model in self.models.items():
-            if model.provider not in self.providers:
-                raise ValueError(f"models.{name}.provider: unknown provider {model.provider!r}")
-            for fallback in model.fallbacks:
-                if fallback not in self.models:
-                    raise ValueError(f"models.{name}.fallbacks: unknown model {fallback!r}")
-        seen: dict[str, str] = {}
-        for tenant_name, tenant in self.tenants.items():
-            for digest in tenant.key_hashes():
-                if digest in seen and seen[digest] != tenant_name:
-                    raise ValueError(f"tenants.{tenant_name}: a key is shared with tenant {seen[digest]!r}")
-                seen[digest] = tenant_name
+        problems = reference_problems(self)
+        if problems:
+            raise ReferenceProblems(problems)
         return self
+
+
+class ReferenceProblems(ValueError):
+    """Names in one section that do not resolve in another; ``problems`` are (location, message) pairs,
+    all of them, so that a config file's loader can name the line of each."""
+
+    def __init__(self, problems: list[tuple[Loc, str]]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(f"{'.'.join(map(str, loc))}: {message}" for loc, message in problems))
+
+
+def reference_problems(config: GatewayConfig) -> list[tuple[Loc, str]]:
+    """Unknown providers, encodings and fallbacks of models, and keys shared by two tenants."""
+    problems: list[tuple[Loc, str]] = []
+    for name, model in config.models.items():
+        if model.provider not in config.providers:
+            problems.append((("models", name, "provider"), f"unknown provider {model.provider!r}"))
+        if model.encoding is not None and model.encoding not in ENCODINGS:
+            known = ", ".join(ENCODINGS)
+            problems.append(
+                (("models", name, "encoding"), f"unknown encoding {model.encoding!r} (known: {known})")
+            )
+        for index, fallback in enumerate(model.fallbacks):
+            if fallback not in config.models:
+                problems.append((("models", name, "fallbacks", index), f"unknown model {fallback!r}"))
+    seen: dict[str, str] = {}
+    for tenant_name, tenant in config.tenants.items():
+        for index, key in enumerate(tenant.keys):
+            digest = key_digest(key)
+            if digest is None:
+                continue
+            owner = seen.setdefault(digest, tenant_name)
+            if owner != tenant_name:
+                problems.append(
+                    (("tenants", tenant_name, "keys", index), f"a key is shared with tenant {owner!r}")
+                )
+    return problems
 
 
 def hash_key(key: str) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from gateway.config import GatewayConfig
+from gateway.config import GatewayConfig, ReferenceProblems
 from gateway.runtime import build_engine
 from policies import PolicyConfigError
 
@@ -116,6 +116,10 @@ def parse_config(text: str, path: Path, env: Mapping[str, str] | None = None) ->
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
+            cause = error.get("ctx", {}).get("error")
+            if isinstance(cause, ReferenceProblems):
+                problems += [_problem(builder, root, loc, message) for loc, message in cause.problems]
+                continue
             loc = tuple(part for part in error["loc"] if not str(part).startswith("function-"))
             problems.append(_problem(builder, root, loc, error["msg"]))
         raise ConfigError(path, problems) from exc

@@ -11,7 +11,7 @@ import yaml
 from gateway.cli import main
 from gateway.configfile import ConfigError, interpolate, load_config, parse_config
 from gateway.reload import ConfigStore
-from tests.factories import make_config, write_config
+from tests.factories import make_config, shared_counter, write_config
 
 VALID = """\
 providers:
@@ -80,6 +80,45 @@ def test_invalid_configs_say_where(text: str, expected: str) -> None:
     assert any(problem.startswith(expected) for problem in caught.value.problems), caught.value.problems
 
 
+REFERENCES = """\
+providers:
+  p: {base_url: http://up.test/v1}
+models:
+  a:
+    provider: nowhere
+    encoding: p50k_base
+    fallbacks: [b, missing]
+  b: {provider: p}
+tenants:
+  one: {keys: [same]}
+  two:
+    keys:
+      - other
+      - same
+"""
+
+
+@pytest.mark.parametrize(
+    "expected",
+    [
+        "g.yaml:5: models.a.provider: unknown provider 'nowhere'",
+        "g.yaml:6: models.a.encoding: unknown encoding 'p50k_base' (known: o200k_base, cl100k_base)",
+        "g.yaml:7: models.a.fallbacks.1: unknown model 'missing'",
+        "g.yaml:14: tenants.two.keys.1: a key is shared with tenant 'one'",
+    ],
+)
+def test_unresolved_references_name_their_line(expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(REFERENCES, Path("g.yaml"), {})
+    assert expected in caught.value.problems, caught.value.problems
+
+
+def test_every_unresolved_reference_is_reported_at_once() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(REFERENCES, Path("g.yaml"), {})
+    assert len(caught.value.problems) == 4, caught.value.problems
+
+
 def test_unknown_provider_and_fallback_are_rejected() -> None:
     config = make_config()
     config["models"]["gpt-5.2"]["provider"] = "nowhere"
@@ -94,6 +133,11 @@ def test_a_key_shared_by_two_tenants_is_rejected() -> None:
         parse_config(yaml.safe_dump(config), Path("g.yaml"), {})
 
 
+def test_a_key_repeated_within_one_tenant_is_accepted() -> None:
+    config = make_config(tenants={"a": {"keys": ["same", "same"]}})
+    assert parse_config(yaml.safe_dump(config), Path("g.yaml"), {}).tenants["a"].key_hashes()
+
+
 def test_empty_key_never_authenticates() -> None:
     config = parse_config(VALID.replace("${TENANT_KEY}", "${TENANT_KEY:-}"), Path("g.yaml"), {"KEY": "k"})
     assert config.tenants["t"].key_hashes() == ()
@@ -106,7 +150,7 @@ def test_example_config_is_valid() -> None:
 
 def test_store_reload_keeps_last_good_config(tmp_path: Path) -> None:
     path = write_config(tmp_path / "g.yaml", make_config())
-    store = ConfigStore(path)
+    store = ConfigStore(path, counter=shared_counter())
     first = store.current
     path.write_text("providers: [broken\n")
     assert store.changed()
@@ -125,11 +169,19 @@ def test_store_reload_keeps_last_good_config(tmp_path: Path) -> None:
 def test_check_config_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     good = write_config(tmp_path / "good.yaml", make_config())
     assert main(["check-config", str(good)]) == 0
-    assert "valid" in capsys.readouterr().out
+    assert f"{good}: valid" in capsys.readouterr().out
     bad = tmp_path / "bad.yaml"
     bad.write_text("providers: {}\nmodels:\n  m: {provider: p}\n")
     assert main(["check-config", str(bad)]) == 1
     assert "unknown provider 'p'" in capsys.readouterr().out
+
+
+def test_check_config_rejects_an_unknown_encoding(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = make_config()
+    config["models"]["small"]["encoding"] = "p50k_base"
+    bad = write_config(tmp_path / "bad.yaml", config)
+    assert main(["check-config", str(bad)]) == 1
+    assert "models.small.encoding: unknown encoding 'p50k_base'" in capsys.readouterr().out
 
 
 def test_hash_key_command(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
