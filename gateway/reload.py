@@ -4,7 +4,6 @@ logged with file and line and the last good config stays in force."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,16 +36,9 @@ def stamp(path: Path) -> FileStamp | None:
 class ConfigStore:
     """Holds the current Runtime; ``reload()`` validates the file again and swaps it in when valid."""
 
-    def __init__(
-        self,
-        path: Path,
-        *,
-        on_change: Callable[[Runtime], None] | None = None,
-        counter: TokenCounter | None = None,
-    ) -> None:
+    def __init__(self, path: Path, *, counter: TokenCounter | None = None) -> None:
         """``counter``: a token counter whose loaded vocabularies to reuse (they take a second to load)."""
         self.path = path
-        self._on_change = on_change
         self._stamp = stamp(path)
         self.current: Runtime = build_runtime(load_config(path), counter=counter)
         self.reload_failures = 0
@@ -54,32 +46,52 @@ class ConfigStore:
         self.last_error: str | None = None
 
     def reload(self) -> Runtime:
-        """Load the file again; raise ConfigError (keeping the current runtime) when it is invalid."""
+        """Load the file again; raise ConfigError (keeping the current runtime) when it is invalid, changes
+        what applies only on restart, or cannot be built into a runtime."""
         self._stamp = stamp(self.path)
         try:
-            runtime = build_runtime(load_config(self.path), counter=self.current.counter)
+            runtime = self._next_runtime()
         except ConfigError as exc:
-            self.reload_failures += 1
-            self.last_error = str(exc)
+            self._rejected(str(exc))
             log.error("config_reload_rejected", path=str(self.path), problems=exc.problems)
             raise
         self.current = runtime
         self.reloads += 1
         self.last_error = None
-        if self._on_change is not None:
-            self._on_change(runtime)
         log.info("config_reloaded", path=str(self.path), models=len(runtime.routes))
         return runtime
+
+    def _next_runtime(self) -> Runtime:
+        config = load_config(self.path)
+        if config.ledger != self.current.config.ledger:
+            raise ConfigError(
+                self.path,
+                [
+                    f"{self.path}: ledger: the ledger section changes only on restart; restart the gateway "
+                    "to apply it, or put the running ledger section back"
+                ],
+            )
+        try:
+            return build_runtime(config, counter=self.current.counter)
+        except Exception as exc:  # a config that validates must never take the watcher down with it
+            raise ConfigError(self.path, [f"{self.path}: {type(exc).__name__}: {exc}"]) from exc
+
+    def _rejected(self, error: str) -> None:
+        self.reload_failures += 1
+        self.last_error = error
 
     def changed(self) -> bool:
         return stamp(self.path) != self._stamp
 
     async def watch(self, interval: float) -> None:
-        """Poll the file every ``interval`` seconds until cancelled."""
+        """Poll the file every ``interval`` seconds until cancelled; no error ends the watching."""
         while True:
             await anyio.sleep(interval)
-            if self.changed():
-                try:
+            try:
+                if self.changed():
                     self.reload()
-                except ConfigError:
-                    pass  # logged and counted in reload(); the last good config stays in force
+            except ConfigError:
+                pass  # logged and counted in reload(); the last good config stays in force
+            except Exception as exc:
+                self._rejected(f"{self.path}: {type(exc).__name__}: {exc}")
+                log.exception("config_watch_failed", path=str(self.path))

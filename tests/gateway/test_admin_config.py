@@ -75,6 +75,18 @@ def test_forced_reload_applies_and_rejects(tmp_path: Path, redis_url: str, route
         assert client.get("/admin/config", headers=ADMIN).json()["reload_failures"] == 1
 
 
+def test_forced_reload_refuses_a_ledger_change(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
+    with gateway_client(tmp_path, redis_url, router) as client:
+        write_config(tmp_path / "gateway.yaml", make_config(ledger={"key_prefix": "elsewhere"}))
+        refused = client.post("/admin/config/reload", headers=ADMIN)
+        effective = client.get("/admin/config", headers=ADMIN).json()
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == "invalid_config"
+    assert "the ledger section changes only on restart" in refused.json()["error"]["message"]
+    assert effective["config"]["ledger"]["key_prefix"] == "gw"
+    assert effective["reload_failures"] == 1
+
+
 @pytest.mark.anyio
 async def test_reload_while_requests_are_in_flight(tmp_path: Path, redis_url: str) -> None:
     """Requests in flight finish on the config they started with; new ones see the new one."""

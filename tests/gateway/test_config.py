@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
 
+import anyio
 import pytest
 import yaml
 
@@ -163,6 +165,92 @@ def test_store_reload_keeps_last_good_config(tmp_path: Path) -> None:
     write_config(path, config)
     store.reload()
     assert "new-model" in store.current.routes
+    assert store.reloads == 1
+
+
+def test_store_rejects_a_ledger_change_until_restart(tmp_path: Path) -> None:
+    path = write_config(tmp_path / "g.yaml", make_config())
+    store = ConfigStore(path, counter=shared_counter())
+    first = store.current
+    write_config(path, make_config(ledger={"key_prefix": "other"}))
+    with pytest.raises(ConfigError, match="the ledger section changes only on restart"):
+        store.reload()
+    assert store.current is first
+    assert (store.reload_failures, store.reloads) == (1, 0)
+    assert store.last_error is not None and "ledger" in store.last_error
+    assert (
+        ConfigStore(path, counter=shared_counter()).current.config.ledger.key_prefix == "other"
+    )  # a restart applies it
+
+
+def test_store_counts_a_runtime_that_cannot_be_built_as_rejected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_config(tmp_path / "g.yaml", make_config())
+    store = ConfigStore(path, counter=shared_counter())
+    first = store.current
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("vocabulary gone")
+
+    monkeypatch.setattr("gateway.reload.build_runtime", broken)
+    with pytest.raises(ConfigError, match="RuntimeError: vocabulary gone"):
+        store.reload()
+    assert store.current is first
+    assert store.reload_failures == 1
+    assert store.last_error is not None and "vocabulary gone" in store.last_error
+
+
+async def _wait_until(condition: Callable[[], bool]) -> None:
+    with anyio.fail_after(5):
+        while not condition():
+            await anyio.sleep(0.01)
+
+
+@pytest.mark.anyio
+async def test_watch_survives_rejected_files_and_applies_the_next_good_one(tmp_path: Path) -> None:
+    path = write_config(tmp_path / "g.yaml", make_config())
+    store = ConfigStore(path, counter=shared_counter())
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(store.watch, 0.01)
+        config = make_config()
+        config["models"]["small"]["encoding"] = "p50k_base"
+        write_config(path, config)
+        await _wait_until(lambda: store.reload_failures == 1)
+        assert store.last_error is not None and "models.small.encoding" in store.last_error
+        write_config(path, make_config(ledger={"key_prefix": "other"}))
+        await _wait_until(lambda: store.reload_failures == 2)
+        config = make_config()
+        config["models"]["watched"] = {"provider": "mock"}
+        write_config(path, config)
+        await _wait_until(lambda: "watched" in store.current.routes)
+        tasks.cancel_scope.cancel()
+    assert (store.reloads, store.reload_failures, store.last_error) == (1, 2, None)
+
+
+@pytest.mark.anyio
+async def test_watch_counts_an_unexpected_error_and_keeps_watching(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_config(tmp_path / "g.yaml", make_config())
+    store = ConfigStore(path, counter=shared_counter())
+    failures = iter([OSError("disk gone")])
+
+    def changed() -> bool:
+        for error in failures:
+            raise error
+        return ConfigStore.changed(store)
+
+    monkeypatch.setattr(store, "changed", changed)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(store.watch, 0.01)
+        await _wait_until(lambda: store.reload_failures == 1)
+        assert store.last_error is not None and "OSError: disk gone" in store.last_error
+        config = make_config()
+        config["models"]["watched"] = {"provider": "mock"}
+        write_config(path, config)
+        await _wait_until(lambda: "watched" in store.current.routes)
+        tasks.cancel_scope.cancel()
     assert store.reloads == 1
 
 
