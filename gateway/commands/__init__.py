@@ -1,5 +1,6 @@
-"""Sub-commands of the ``gateway`` CLI. Each module exposes ``register(subparsers)``, which adds its parser
-and sets ``handler`` (a callable taking the parsed namespace and returning an exit code)."""
+"""Sub-commands of the ``gateway`` CLI. Each command's module exposes ``register(subparsers)``, which adds
+its parser and sets ``handler`` (a callable taking the parsed namespace and returning an exit code);
+``store`` holds what the commands that use the gateway's Redis share."""
 
 from __future__ import annotations
 

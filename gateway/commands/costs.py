@@ -1,13 +1,14 @@
 """``gateway costs export|summary``: finance reads the ledger straight from the gateway's Redis.
 
 The Redis is ``--redis-url``, else ``GATEWAY_REDIS_URL``, else the unix socket of the embedded server in
-the data directory (``GATEWAY_DATA_DIR``), when the gateway runs one.
+the data directory (``<GATEWAY_DATA_DIR>/redis/redis.sock``), when the gateway runs one. The ledger's keys
+start with ``--key-prefix``, else the ``ledger.key_prefix`` of ``--config`` (default ``GATEWAY_CONFIG``)
+when that file loads, else ``gw``.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -15,21 +16,18 @@ from pathlib import Path
 from typing import IO, Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
 
+from gateway.commands.store import CommandError, gateway_config, redis_url, run_command
 from gateway.ledger.event import CostEvent
 from gateway.ledger.formats import FORMATS, ExportFormat, counters_row, encode_events, encode_summary
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import Period, iso_time
 from gateway.ledger.reader import LedgerReader
+from gateway.ledger.schema import LedgerConfig
 from gateway.ledger.summary import GROUPS, SummaryRow, summarize, total
 from gateway.settings import Settings
 
 PROGRESS_EVERY = 1000
-
-
-class CommandError(Exception):
-    """A problem to explain to the user in one line (exit status 1)."""
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -54,42 +52,25 @@ def _period_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--to", dest="end", help="date (inclusive) or ISO datetime (exclusive); default: now")
     parser.add_argument("--redis-url", help="Redis of the running gateway (default: GATEWAY_REDIS_URL)")
-    parser.add_argument("--key-prefix", default="gw", help="the ledger.key_prefix of the gateway's config")
+    parser.add_argument("--config", type=Path, help="the gateway's config file (default: GATEWAY_CONFIG)")
+    parser.add_argument(
+        "--key-prefix", help="the ledger's key prefix (default: the config's ledger.key_prefix)"
+    )
 
 
 def run_export(args: argparse.Namespace) -> int:
-    return _run(_export(args))
+    return run_command(_export(args), command="costs", redis_problem="cannot read the ledger")
 
 
 def run_summary(args: argparse.Namespace) -> int:
-    return _run(_summary(args))
+    return run_command(_summary(args), command="costs", redis_problem="cannot read the ledger")
 
 
-def _run(work: Any) -> int:
-    try:
-        asyncio.run(work)
-    except CommandError as exc:
-        print(f"gateway costs: {exc}", file=sys.stderr)
-        return 1
-    except (RedisError, OSError) as exc:
-        print(f"gateway costs: cannot read the ledger: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def redis_url(explicit: str | None, settings: Settings) -> str:
-    if explicit:
-        return explicit
-    if settings.redis_url:
-        return settings.redis_url
-    for socket in (settings.data_dir / "redis" / "redis.sock", settings.data_dir / "redis.sock"):
-        if socket.exists():
-            return f"unix://{socket.resolve()}?db=0"
-    raise CommandError(
-        "the CLI reads the ledger from the running gateway's Redis: set GATEWAY_REDIS_URL (or pass "
-        "--redis-url) to the URL the gateway uses; no embedded server's socket was found in "
-        f"{settings.data_dir} (set GATEWAY_DATA_DIR to the gateway's data directory)"
-    )
+def key_prefix(args: argparse.Namespace, settings: Settings) -> str:
+    if args.key_prefix:
+        return str(args.key_prefix)
+    config = gateway_config(args.config, settings, defaults="ledger key prefix")
+    return (config.ledger if config is not None else LedgerConfig()).key_prefix
 
 
 def _parse_period(args: argparse.Namespace) -> Period:
@@ -100,9 +81,11 @@ def _parse_period(args: argparse.Namespace) -> Period:
 
 
 async def _open(args: argparse.Namespace) -> tuple[aioredis.Redis, LedgerReader]:
-    client = aioredis.Redis.from_url(redis_url(args.redis_url, Settings()))
+    settings = Settings()
+    prefix = key_prefix(args, settings)
+    client = aioredis.Redis.from_url(redis_url(args.redis_url, settings))
     await client.ping()
-    return client, LedgerReader(client, keys=LedgerKeys(args.key_prefix))
+    return client, LedgerReader(client, keys=LedgerKeys(prefix))
 
 
 async def _tenants(args: argparse.Namespace, reader: LedgerReader) -> list[str]:

@@ -9,7 +9,6 @@ that file loads, else from the defaults.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import time
 from pathlib import Path
@@ -18,9 +17,8 @@ from typing import Any
 import httpx
 import orjson
 import redis.asyncio as aioredis
-from redis.exceptions import RedisError
 
-from gateway.configfile import ConfigError, load_config
+from gateway.commands.store import CommandError, gateway_config, redis_url, run_command
 from gateway.sampling.boundary import length_boundary
 from gateway.sampling.buckets import parse_tokens, tokens_label
 from gateway.sampling.config import SamplingConfig
@@ -36,10 +34,6 @@ from gateway.sampling.routes import read_report
 from gateway.sampling.since import parse_since
 from gateway.sampling.table import render_recall, render_report
 from gateway.settings import Settings
-
-
-class CommandError(Exception):
-    """A problem to explain to the user in one line (exit status 1)."""
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -79,52 +73,16 @@ def _store_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    return _run(_report(args, Settings()), "probes")
+    return run_command(_report(args, Settings()), command="probes", redis_problem="cannot reach Redis")
 
 
 def run_probes(args: argparse.Namespace) -> int:
-    return _run(_probe(args, Settings()), "probe")
-
-
-def _run(work: Any, name: str) -> int:
-    try:
-        result: int = asyncio.run(work)
-    except CommandError as exc:
-        print(f"gateway {name}: {exc}", file=sys.stderr)
-        return 1
-    except (RedisError, OSError) as exc:
-        print(f"gateway {name}: cannot reach Redis: {exc}", file=sys.stderr)
-        return 1
-    return result
-
-
-def redis_url(explicit: str | None, settings: Settings) -> str:
-    if explicit:
-        return explicit
-    if settings.redis_url:
-        return settings.redis_url
-    socket = settings.data_dir / "redis" / "redis.sock"
-    if socket.exists():
-        return f"unix://{socket.resolve()}?db=0"
-    raise CommandError(
-        "set GATEWAY_REDIS_URL (or pass --redis-url) to the gateway's Redis; no embedded server's socket "
-        f"was found at {socket} (set GATEWAY_DATA_DIR to the gateway's data directory)"
-    )
+    return run_command(_probe(args, Settings()), command="probe", redis_problem="cannot reach Redis")
 
 
 def sampling_config(path: Path | None, settings: Settings) -> SamplingConfig:
-    file = path or settings.config
-    if not file.exists():
-        if path is not None:
-            raise CommandError(f"no config file at {path}")
-        return SamplingConfig()
-    try:
-        return load_config(file).sampling
-    except ConfigError as exc:
-        if path is not None:
-            raise CommandError(str(exc)) from exc
-        print(f"note: {file} did not load; using the default sampling settings", file=sys.stderr)
-        return SamplingConfig()
+    config = gateway_config(path, settings, defaults="sampling settings")
+    return config.sampling if config is not None else SamplingConfig()
 
 
 # --- gateway probes report ---------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import uvicorn
 from pydantic import ValidationError
 
 from gateway.configfile import ConfigError, load_config
-from gateway.redisserver import EmbeddedRedis
+from gateway.redisserver import EmbeddedRedis, embedded_redis_dir
 from gateway.settings import Settings
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _exit_on_signal)
     if settings.redis_url is None:
-        embedded = EmbeddedRedis(settings.data_dir / "redis")
+        embedded = EmbeddedRedis(embedded_redis_dir(settings.data_dir))
         os.environ["GATEWAY_REDIS_URL"] = embedded.start()
         print(f"gateway: embedded Redis at {embedded.url} (data in {embedded.data_dir})", flush=True)
     try:

@@ -13,11 +13,12 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.commands import costs
+from gateway.commands import costs, store
 from gateway.ledger.apply import EventApplier
 from gateway.ledger.keys import LedgerKeys
-from gateway.redisserver import free_port
+from gateway.redisserver import EmbeddedRedis, embedded_redis_dir, free_port
 from gateway.settings import Settings
+from tests.factories import make_config, write_config
 from tests.gateway.test_ledger_event import make_event
 
 EVENTS = [make_event(n, tenant=["alpha", "beta"][n % 2]) for n in range(40)]
@@ -112,10 +113,11 @@ def test_costs_explains_where_the_redis_url_comes_from(
 def test_costs_reads_the_embedded_server_socket(tmp_path: Path) -> None:
     (tmp_path / "redis").mkdir()
     (tmp_path / "redis" / "redis.sock").touch()
-    url = costs.redis_url(None, Settings(data_dir=tmp_path))
+    url = store.redis_url(None, Settings(data_dir=tmp_path))
     assert url == f"unix://{(tmp_path / 'redis' / 'redis.sock').resolve()}?db=0"
+    assert url == EmbeddedRedis(embedded_redis_dir(tmp_path)).url  # where `gateway serve` starts it
     assert (
-        costs.redis_url("redis://elsewhere:6379/0", Settings(data_dir=tmp_path)) == "redis://elsewhere:6379/0"
+        store.redis_url("redis://elsewhere:6379/0", Settings(data_dir=tmp_path)) == "redis://elsewhere:6379/0"
     )
 
 
@@ -127,3 +129,50 @@ def test_costs_reports_an_unreachable_redis(capsys: pytest.CaptureFixture[str]) 
 def test_costs_rejects_a_bad_period(redis_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert run("costs", "export", "--from", "2026-11-30", "--to", "2026-11-01", "--redis-url", redis_url) == 1
     assert "invalid --from/--to" in capsys.readouterr().err
+
+
+def _summary_requests(out: str) -> int:
+    return sum(row["requests"] for row in orjson.loads(out))
+
+
+def test_costs_reads_the_key_prefix_of_the_config(
+    redis_url: str, prefix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path / "gateway.yaml", make_config(ledger={"key_prefix": prefix}))
+    summary = ("costs", "summary", "--format", "json", "--from", "2026-11-01", "--to", "2026-11-30")
+    assert run(*summary, "--redis-url", redis_url, "--config", str(config)) == 0
+    assert _summary_requests(capsys.readouterr().out) == len(EVENTS)
+
+
+def test_costs_reads_the_config_named_by_gateway_config(
+    redis_url: str,
+    prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = write_config(tmp_path / "gateway.yaml", make_config(ledger={"key_prefix": prefix}))
+    monkeypatch.setenv("GATEWAY_CONFIG", str(config))
+    monkeypatch.setenv("GATEWAY_REDIS_URL", redis_url)
+    assert run("costs", "summary", "--format", "json", "--from", "2026-11-01", "--to", "2026-11-30") == 0
+    assert _summary_requests(capsys.readouterr().out) == len(EVENTS)
+
+
+def test_costs_key_prefix_overrides_the_config(
+    redis_url: str, prefix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path / "gateway.yaml", make_config(ledger={"key_prefix": f"{prefix}-unused"}))
+    summary = ("costs", "summary", "--format", "json", "--from", "2026-11-01", "--to", "2026-11-30")
+    assert run(*summary, "--redis-url", redis_url, "--config", str(config)) == 0
+    assert _summary_requests(capsys.readouterr().out) == 0
+    assert run(*summary, "--redis-url", redis_url, "--config", str(config), "--key-prefix", prefix) == 0
+    assert _summary_requests(capsys.readouterr().out) == len(EVENTS)
+
+
+def test_costs_explains_a_config_that_does_not_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        run("costs", "summary", "--config", str(tmp_path / "missing.yaml"), "--redis-url", "redis://x") == 1
+    )
+    assert f"no config file at {tmp_path / 'missing.yaml'}" in capsys.readouterr().err
