@@ -23,9 +23,6 @@ class KeyRing:
             digest: name for name, tenant in tenants.items() for digest in tenant.key_hashes()
         }
 
-    def __len__(self) -> int:
-        return len(self._by_digest)
-
     def resolve(self, key: str | None) -> Tenant:
         if not key:
             raise AuthenticationFailed(

@@ -3,8 +3,7 @@
 GatewayError (500, api_error)
 ├── InvalidRequest (400, invalid_request_error)
 │   ├── MalformedJSON            code=invalid_json
-│   ├── ContextLengthExceeded    code=context_length_exceeded
-│   └── UnsupportedRequest       code=unsupported
+│   └── ContextLengthExceeded    code=context_length_exceeded
 ├── AuthenticationFailed (401, authentication_error)   code=invalid_api_key
 ├── PermissionDenied (403, permission_error)
 ├── NotFound (404, invalid_request_error)
@@ -63,10 +62,6 @@ class MalformedJSON(InvalidRequest):
 
 class ContextLengthExceeded(InvalidRequest):
     default_code = "context_length_exceeded"
-
-
-class UnsupportedRequest(InvalidRequest):
-    default_code = "unsupported"
 
 
 class AuthenticationFailed(GatewayError):

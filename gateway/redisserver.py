@@ -155,10 +155,6 @@ class EmbeddedRedis:
             process.kill()
             process.wait()
 
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
     def __enter__(self) -> EmbeddedRedis:
         self.start()
         return self
