@@ -15,7 +15,7 @@ import argparse
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -71,10 +71,9 @@ class CountReport:
     """Which of the two the request would actually be billed at: normal or cliff."""
 
 
-def run(args: argparse.Namespace, *, stdin: BinaryIO | None = None, stdout: TextIO | None = None) -> int:
-    out = stdout if stdout is not None else sys.stdout
+def run(args: argparse.Namespace) -> int:
     try:
-        body = _read_request(args.file, stdin if stdin is not None else sys.stdin.buffer)
+        body = _read_request(args.file, sys.stdin.buffer)
         config = load_config(args.config if args.config is not None else Settings().config)
     except (OSError, ValueError) as exc:  # ConfigError and orjson.JSONDecodeError are ValueErrors
         print(f"gateway count: {exc}", file=sys.stderr)
@@ -90,9 +89,9 @@ def run(args: argparse.Namespace, *, stdin: BinaryIO | None = None, stdout: Text
         return 1
     report = build_report(model, body, config, counter)
     if args.json:
-        out.write(orjson.dumps(asdict(report), option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(orjson.dumps(asdict(report), option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        out.write(render(report))
+        sys.stdout.write(render(report))
     return 0
 
 

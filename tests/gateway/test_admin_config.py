@@ -90,9 +90,16 @@ def test_forced_reload_refuses_a_ledger_change(tmp_path: Path, redis_url: str, r
 @pytest.mark.anyio
 async def test_reload_while_requests_are_in_flight(tmp_path: Path, redis_url: str) -> None:
     """Requests in flight finish on the config they started with; new ones see the new one."""
+    in_flight_count = 10
     release = asyncio.Event()
+    all_arrived = asyncio.Event()
+    arrived = 0
 
     async def slow(request: httpx.Request) -> httpx.Response:
+        nonlocal arrived
+        arrived += 1
+        if arrived == in_flight_count:
+            all_arrived.set()
         await release.wait()
         return httpx.Response(200, json=completion(model=orjson.loads(request.content)["model"]))
 
@@ -111,9 +118,9 @@ async def test_reload_while_requests_are_in_flight(tmp_path: Path, redis_url: st
         async with httpx.AsyncClient(transport=transport, base_url="http://gw", headers=headers) as client:
             in_flight = [
                 asyncio.create_task(client.post("/v1/chat/completions", json=chat_body(model="small")))
-                for _ in range(10)
+                for _ in range(in_flight_count)
             ]
-            await asyncio.sleep(0.2)
+            await asyncio.wait_for(all_arrived.wait(), timeout=10)  # every one is upstream, on the old config
             changed = make_config()
             changed["models"]["small"]["upstream_model"] = "renamed-upstream"
             write_config(path, changed)

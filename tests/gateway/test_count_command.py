@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import io
 from decimal import Decimal
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
+from gateway.cli import main
 from gateway.commands import count
 from gateway.config import GatewayConfig
 from gateway.configfile import load_config
@@ -95,20 +95,15 @@ def request_file(tmp_path: Path, body: dict[str, Any]) -> Path:
     return path
 
 
-def invoke(argv: list[str], stdin: bytes = b"") -> tuple[int, str]:
-    parser = argparse.ArgumentParser(prog="gateway")
-    count.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["count", *argv])
-    out = io.StringIO()
-    code = args.handler(args, stdin=io.BytesIO(stdin), stdout=out)
-    return code, out.getvalue()
-
-
 def test_count_command_json(
-    tmp_path: Path, config_file: Path, counter: TokenCounter, config: GatewayConfig
+    tmp_path: Path,
+    config_file: Path,
+    counter: TokenCounter,
+    config: GatewayConfig,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, out = invoke([str(request_file(tmp_path, REQUEST)), "--config", str(config_file), "--json"])
-    report = orjson.loads(out)
+    code = main(["count", str(request_file(tmp_path, REQUEST)), "--config", str(config_file), "--json"])
+    report = orjson.loads(capsys.readouterr().out)
     expected = counter.count_chat("gpt-5.4", REQUEST)
     assert code == 0
     assert report["encoding"] == "o200k_base" and report["approximate"] is False
@@ -131,8 +126,15 @@ def test_count_command_json(
     assert report["output_tokens"] == 4000
 
 
-def test_count_command_text_from_stdin_with_model_override(config_file: Path, counter: TokenCounter) -> None:
-    code, out = invoke(["-", "--config", str(config_file), "--model", "gpt-4o"], stdin=orjson.dumps(REQUEST))
+def test_count_command_text_from_stdin_with_model_override(
+    config_file: Path,
+    counter: TokenCounter,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(orjson.dumps(REQUEST))))
+    code = main(["count", "-", "--config", str(config_file), "--model", "gpt-4o"])
+    out = capsys.readouterr().out
     total = counter.count_chat("gpt-4o", REQUEST).total
     assert code == 0
     assert "model      gpt-4o  (o200k_base)" in out
@@ -142,10 +144,11 @@ def test_count_command_text_from_stdin_with_model_override(config_file: Path, co
 
 
 def test_count_command_config_from_environment(
-    tmp_path: Path, config_file: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, config_file: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("GATEWAY_CONFIG", str(config_file))
-    code, out = invoke([str(request_file(tmp_path, {**REQUEST, "model": "local"}))])
+    code = main(["count", str(request_file(tmp_path, {**REQUEST, "model": "local"}))])
+    out = capsys.readouterr().out
     assert code == 0
     assert "cost       unknown: the model has no pricing" in out
     assert "warning line 32,000, cliff 32,000" in out
@@ -172,14 +175,14 @@ def test_count_command_errors(
     config_path.write_text(config_text)
     request_path = tmp_path / "request.json"
     request_path.write_bytes(request_bytes)
-    assert invoke([str(request_path), "--config", str(config_path)])[0] == code
+    assert main(["count", str(request_path), "--config", str(config_path)]) == code
     assert message in capsys.readouterr().err
 
 
 def test_count_command_missing_file(
     tmp_path: Path, config_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert invoke([str(tmp_path / "absent.json"), "--config", str(config_file)])[0] == 2
+    assert main(["count", str(tmp_path / "absent.json"), "--config", str(config_file)]) == 2
     assert "absent.json" in capsys.readouterr().err
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import csv
 import random
@@ -13,7 +12,8 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.commands import costs, store
+from gateway.cli import main
+from gateway.commands import store
 from gateway.ledger.apply import EventApplier
 from gateway.ledger.keys import LedgerKeys
 from gateway.redisserver import EmbeddedRedis, embedded_redis_dir, free_port
@@ -22,14 +22,6 @@ from tests.factories import make_config, write_config
 from tests.gateway.test_ledger_event import make_event
 
 EVENTS = [make_event(n, tenant=["alpha", "beta"][n % 2]) for n in range(40)]
-
-
-def run(*argv: str) -> int:
-    parser = argparse.ArgumentParser(prog="gateway")
-    costs.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    result: int = args.handler(args)
-    return result
 
 
 @pytest.fixture
@@ -49,10 +41,10 @@ def prefix(redis_url: str) -> str:
 
 def test_costs_export_writes_csv_file(redis_url: str, prefix: str, tmp_path: Path) -> None:
     out = tmp_path / "alpha.csv"
-    code = run(
+    code = main([
         "costs", "export", "--tenant", "alpha", "--from", "2026-11-30", "--to", "2026-11-30",
         "--redis-url", redis_url, "--key-prefix", prefix, "-o", str(out),
-    )  # fmt: skip
+    ])  # fmt: skip
     assert code == 0
     rows = list(csv.DictReader(out.open(newline="")))
     alpha = [e for e in EVENTS if e.tenant == "alpha"]
@@ -63,10 +55,10 @@ def test_costs_export_writes_csv_file(redis_url: str, prefix: str, tmp_path: Pat
 def test_costs_export_ndjson_to_stdout_merges_tenants(
     redis_url: str, prefix: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = run(
+    code = main([
         "costs", "export", "--format", "ndjson", "--from", "2026-11-01", "--to", "2026-11-30",
         "--redis-url", redis_url, "--key-prefix", prefix,
-    )  # fmt: skip
+    ])  # fmt: skip
     assert code == 0
     lines = [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [line["id"] for line in lines] == [e.id for e in EVENTS]
@@ -75,10 +67,10 @@ def test_costs_export_ndjson_to_stdout_merges_tenants(
 def test_costs_summary_prints_a_table_with_total(
     redis_url: str, prefix: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = run(
+    code = main([
         "costs", "summary", "--group-by", "tenant", "--from", "2026-11-01", "--to", "2026-11-30",
         "--redis-url", redis_url, "--key-prefix", prefix,
-    )  # fmt: skip
+    ])  # fmt: skip
     assert code == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].split()[:4] == ["tenant", "requests", "cost_usd", "saving_usd"]
@@ -90,10 +82,10 @@ def test_costs_summary_prints_a_table_with_total(
 
 
 def test_costs_summary_json(redis_url: str, prefix: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code = run(
+    code = main([
         "costs", "summary", "--group-by", "model", "--format", "json",
         "--from", "2026-11-30", "--to", "2026-11-30", "--redis-url", redis_url, "--key-prefix", prefix,
-    )  # fmt: skip
+    ])  # fmt: skip
     assert code == 0
     rows = orjson.loads(capsys.readouterr().out)
     assert {row["model"]: row["requests"] for row in rows} == {
@@ -105,7 +97,7 @@ def test_costs_explains_where_the_redis_url_comes_from(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("GATEWAY_DATA_DIR", str(tmp_path))
-    assert run("costs", "summary") == 1
+    assert main(["costs", "summary"]) == 1
     message = capsys.readouterr().err
     assert "GATEWAY_REDIS_URL" in message and str(tmp_path) in message
 
@@ -122,12 +114,14 @@ def test_costs_reads_the_embedded_server_socket(tmp_path: Path) -> None:
 
 
 def test_costs_reports_an_unreachable_redis(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run("costs", "export", "--redis-url", f"redis://127.0.0.1:{free_port()}/0") == 1
+    assert main(["costs", "export", "--redis-url", f"redis://127.0.0.1:{free_port()}/0"]) == 1
     assert "cannot read the ledger" in capsys.readouterr().err
 
 
 def test_costs_rejects_a_bad_period(redis_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run("costs", "export", "--from", "2026-11-30", "--to", "2026-11-01", "--redis-url", redis_url) == 1
+    assert (
+        main(["costs", "export", "--from", "2026-11-30", "--to", "2026-11-01", "--redis-url", redis_url]) == 1
+    )
     assert "invalid --from/--to" in capsys.readouterr().err
 
 
@@ -140,7 +134,7 @@ def test_costs_reads_the_key_prefix_of_the_config(
 ) -> None:
     config = write_config(tmp_path / "gateway.yaml", make_config(ledger={"key_prefix": prefix}))
     summary = ("costs", "summary", "--format", "json", "--from", "2026-11-01", "--to", "2026-11-30")
-    assert run(*summary, "--redis-url", redis_url, "--config", str(config)) == 0
+    assert main([*summary, "--redis-url", redis_url, "--config", str(config)]) == 0
     assert _summary_requests(capsys.readouterr().out) == len(EVENTS)
 
 
@@ -154,7 +148,7 @@ def test_costs_reads_the_config_named_by_gateway_config(
     config = write_config(tmp_path / "gateway.yaml", make_config(ledger={"key_prefix": prefix}))
     monkeypatch.setenv("GATEWAY_CONFIG", str(config))
     monkeypatch.setenv("GATEWAY_REDIS_URL", redis_url)
-    assert run("costs", "summary", "--format", "json", "--from", "2026-11-01", "--to", "2026-11-30") == 0
+    assert main(["costs", "summary", "--format", "json", "--from", "2026-11-01", "--to", "2026-11-30"]) == 0
     assert _summary_requests(capsys.readouterr().out) == len(EVENTS)
 
 
@@ -163,9 +157,9 @@ def test_costs_key_prefix_overrides_the_config(
 ) -> None:
     config = write_config(tmp_path / "gateway.yaml", make_config(ledger={"key_prefix": f"{prefix}-unused"}))
     summary = ("costs", "summary", "--format", "json", "--from", "2026-11-01", "--to", "2026-11-30")
-    assert run(*summary, "--redis-url", redis_url, "--config", str(config)) == 0
+    assert main([*summary, "--redis-url", redis_url, "--config", str(config)]) == 0
     assert _summary_requests(capsys.readouterr().out) == 0
-    assert run(*summary, "--redis-url", redis_url, "--config", str(config), "--key-prefix", prefix) == 0
+    assert main([*summary, "--redis-url", redis_url, "--config", str(config), "--key-prefix", prefix]) == 0
     assert _summary_requests(capsys.readouterr().out) == len(EVENTS)
 
 
@@ -173,6 +167,7 @@ def test_costs_explains_a_config_that_does_not_load(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert (
-        run("costs", "summary", "--config", str(tmp_path / "missing.yaml"), "--redis-url", "redis://x") == 1
+        main(["costs", "summary", "--config", str(tmp_path / "missing.yaml"), "--redis-url", "redis://x"])
+        == 1
     )
     assert f"no config file at {tmp_path / 'missing.yaml'}" in capsys.readouterr().err

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from collections.abc import Iterator
@@ -10,19 +9,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from gateway.commands import probes
+from gateway.cli import main
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.since import parse_since
 from tests.factories import make_config, write_config
 from tests.gateway.test_sampling_factories import planted_signals
-
-
-def run_cli(*argv: str) -> int:
-    parser = argparse.ArgumentParser(prog="gateway")
-    probes.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    result: int = args.handler(args)
-    return result
 
 
 @pytest.fixture
@@ -49,7 +40,7 @@ def test_probes_report_prints_percentiles_and_the_boundary(
 ) -> None:
     config, _ = seeded
     assert (
-        run_cli("probes", "report", "--model", "gpt-5.4", "--redis-url", redis_url, "--config", str(config))
+        main(["probes", "report", "--model", "gpt-5.4", "--redis-url", redis_url, "--config", str(config)])
         == 0
     )
     out = capsys.readouterr().out
@@ -65,11 +56,11 @@ def test_probes_report_json_and_html(
 ) -> None:
     config, _ = seeded
     common = ("--model", "gpt-5.4", "--redis-url", redis_url, "--config", str(config))
-    assert run_cli("probes", "report", *common, "--json") == 0
+    assert main(["probes", "report", *common, "--json"]) == 0
     body = json.loads(capsys.readouterr().out)
     assert body["boundary"]["bucket"] == "128K-250K" and body["samples"] == 180
     page = tmp_path / "out.html"
-    assert run_cli("probes", "report", *common, "--html", str(page)) == 0
+    assert main(["probes", "report", *common, "--html", str(page)]) == 0
     assert f"wrote {page}" in capsys.readouterr().out
     assert page.read_text().startswith("<!DOCTYPE html>")
 
@@ -78,7 +69,7 @@ def test_probes_report_lists_models_without_model(
     seeded: tuple[Path, str], redis_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config, _ = seeded
-    assert run_cli("probes", "report", "--redis-url", redis_url, "--config", str(config)) == 0
+    assert main(["probes", "report", "--redis-url", redis_url, "--config", str(config)]) == 0
     assert capsys.readouterr().out.split() == ["gpt-5.4"]
 
 
@@ -87,7 +78,7 @@ def test_probes_report_without_redis_explains(
 ) -> None:
     monkeypatch.setenv("GATEWAY_DATA_DIR", str(tmp_path / "nowhere"))
     monkeypatch.chdir(tmp_path)
-    assert run_cli("probes", "report", "--model", "m") == 1
+    assert main(["probes", "report", "--model", "m"]) == 1
     err = capsys.readouterr().err
     assert "GATEWAY_REDIS_URL" in err and "nowhere/redis/redis.sock" in err
 
@@ -100,7 +91,7 @@ def test_probes_report_reads_the_embedded_redis_socket(
     monkeypatch.setenv("GATEWAY_DATA_DIR", str(tmp_path))
     monkeypatch.chdir(tmp_path)
     with EmbeddedRedis(tmp_path / "redis", persist=False):
-        assert run_cli("probes", "report", "--model", "m") == 0
+        assert main(["probes", "report", "--model", "m"]) == 0
     assert capsys.readouterr().out.startswith("m: 0 samples")
 
 
@@ -116,7 +107,7 @@ def test_probes_report_reads_the_embedded_redis_socket(
 def test_probe_run_rejects_bad_plans(
     argv: tuple[str, ...], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run_cli("probe", "run", "--model", "m", "--key", "k", "--no-store", *argv) == 1
+    assert main(["probe", "run", "--model", "m", "--key", "k", "--no-store", *argv]) == 1
     assert message in capsys.readouterr().err
 
 
@@ -125,7 +116,7 @@ def test_probe_run_fails_when_every_probe_fails(capsys: pytest.CaptureFixture[st
 
     url = f"http://127.0.0.1:{free_port()}"
     argv = ("--lengths", "500", "--depths", "0.5", "--approximate-tokens", "--no-store", "--base-url", url)
-    assert run_cli("probe", "run", "--model", "m", "--key", "k", *argv) == 1
+    assert main(["probe", "run", "--model", "m", "--key", "k", *argv]) == 1
     out = capsys.readouterr().out
     assert "no probe was answered" in out and "ConnectError" in out
 

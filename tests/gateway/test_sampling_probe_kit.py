@@ -4,7 +4,6 @@ kit must find that boundary, store its results, and ``gateway probes report`` mu
 
 from __future__ import annotations
 
-import argparse
 import re
 import threading
 import time
@@ -23,7 +22,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway.app import create_app
-from gateway.commands import probes
+from gateway.cli import main
 from gateway.config import ProviderConfig
 from gateway.redisserver import free_port
 from gateway.sampling.keys import SamplingKeys
@@ -94,14 +93,6 @@ def gateway(tmp_path: Path, redis_url: str) -> Iterator[tuple[str, list[dict[str
         thread.join(15)
 
 
-def run_cli(*argv: str) -> int:
-    parser = argparse.ArgumentParser(prog="gateway")
-    probes.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    result: int = args.handler(args)
-    return result
-
-
 def test_probe_kit_finds_the_planted_boundary_through_the_gateway(
     gateway: tuple[str, list[dict[str, object]], Path],
     redis_url: str,
@@ -116,11 +107,11 @@ def test_probe_kit_finds_the_planted_boundary_through_the_gateway(
     keys = SamplingKeys(prefix)
     client = redis.Redis.from_url(redis_url)
     try:
-        status = run_cli(
+        status = main([
             "probe", "run", "--model", model, "--lengths", "1k,2k,4k,8k", "--depths", "0.1,0.5,0.9",
             "--repeats", "2", "--base-url", url, "--key", TENANT_KEY, "--concurrency", "3",
             "--redis-url", redis_url, "--config", str(config_path),
-        )  # fmt: skip
+        ])  # fmt: skip
         out, err = capsys.readouterr()
         assert status == 0, err
         assert len(seen) == 24  # every probe went through the gateway to the upstream
@@ -138,13 +129,13 @@ def test_probe_kit_finds_the_planted_boundary_through_the_gateway(
         assert model.encode() in client.smembers(keys.models())
 
         report_html = tmp_path / "report.html"
-        assert run_cli("probes", "report", "--model", model, "--redis-url", redis_url,
-                       "--config", str(config_path)) == 0  # fmt: skip
+        assert main(["probes", "report", "--model", model, "--redis-url", redis_url,
+                       "--config", str(config_path)]) == 0  # fmt: skip
         out, _ = capsys.readouterr()
         assert "needle probe recall (length x depth)" in out
         assert "probe boundary: 4K (recall 100% at 2K -> 0%)" in out
-        assert run_cli("probes", "report", "--model", model, "--redis-url", redis_url, "--config",
-                       str(config_path), "--html", str(report_html)) == 0  # fmt: skip
+        assert main(["probes", "report", "--model", model, "--redis-url", redis_url, "--config",
+                       str(config_path), "--html", str(report_html)]) == 0  # fmt: skip
         assert "Needle probe recall" in report_html.read_text()
     finally:
         client.delete(keys.probes(model), keys.samples(model), keys.models())
