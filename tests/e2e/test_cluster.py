@@ -27,6 +27,7 @@ from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.store import Entry, append
 from tests.e2e.test_shutdown import mock_config, serving
 from tests.factories import TENANT_KEY
+from tests.gateway.test_ledger_event import make_event
 
 NODES = 3
 
@@ -88,20 +89,13 @@ def tenants_on_every_node(client: RedisCluster, count: int = 12) -> list[str]:
 
 
 def event(tenant: str, number: int, *, cost: int = 1_000) -> CostEvent:
-    return CostEvent(
+    """An event of ``tenant`` now, costing ``cost`` nano-dollars, with the id ``<tenant>-<number>``."""
+    now_ms = int(time.time() * 1000)
+    return make_event(
+        number,
         id=f"{tenant}-{number}",
-        time_ms=int(time.time() * 1000),
+        time_ms=now_ms,
         tenant=tenant,
-        key_id="k",
-        requested_model="gpt-5.4",
-        model="gpt-5.4",
-        provider="mock",
-        action="forward",
-        input_tokens=10,
-        cached_tokens=0,
-        output_tokens=5,
-        reasoning_tokens=0,
-        tier=None,
         cost_nanos=cost,
         counterfactual_nanos=cost,
     )

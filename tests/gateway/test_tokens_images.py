@@ -52,41 +52,24 @@ def jpeg(width: int, height: int, *, exif_bytes: int = 0, sof: int = 0xC0, fill:
     return b"".join(parts)
 
 
+def riff_webp(tag: bytes, payload: bytes) -> bytes:
+    """A RIFF WEBP file of one chunk: ``tag`` (``VP8 ``, ``VP8L``, ``VP8X``) and its ``payload``."""
+    chunk = tag + struct.pack("<I", len(payload)) + payload
+    return b"RIFF" + struct.pack("<I", 4 + len(chunk)) + b"WEBP" + chunk
+
+
 def webp_vp8(width: int, height: int) -> bytes:
-    frame = b"\x30\x01\x00\x9d\x01\x2a" + struct.pack("<HH", width, height) + b"\x00" * 10
-    return (
-        b"RIFF"
-        + struct.pack("<I", 4 + 8 + len(frame))
-        + b"WEBP"
-        + b"VP8 "
-        + struct.pack("<I", len(frame))
-        + frame
-    )
+    return riff_webp(b"VP8 ", b"\x30\x01\x00\x9d\x01\x2a" + struct.pack("<HH", width, height) + b"\x00" * 10)
 
 
 def webp_vp8l(width: int, height: int) -> bytes:
     bits = (width - 1) | ((height - 1) << 14)
-    data = b"\x2f" + struct.pack("<I", bits) + b"\x00" * 8
-    return (
-        b"RIFF"
-        + struct.pack("<I", 4 + 8 + len(data))
-        + b"WEBP"
-        + b"VP8L"
-        + struct.pack("<I", len(data))
-        + data
-    )
+    return riff_webp(b"VP8L", b"\x2f" + struct.pack("<I", bits) + b"\x00" * 8)
 
 
 def webp_vp8x(width: int, height: int) -> bytes:
-    data = b"\x10\x00\x00\x00" + (width - 1).to_bytes(3, "little") + (height - 1).to_bytes(3, "little")
-    return (
-        b"RIFF"
-        + struct.pack("<I", 4 + 8 + len(data))
-        + b"WEBP"
-        + b"VP8X"
-        + struct.pack("<I", len(data))
-        + data
-    )
+    size = (width - 1).to_bytes(3, "little") + (height - 1).to_bytes(3, "little")
+    return riff_webp(b"VP8X", b"\x10\x00\x00\x00" + size)
 
 
 def data_url(image: bytes, media_type: str = "image/png") -> str:
