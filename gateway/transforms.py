@@ -143,14 +143,17 @@ class CompressorTransforms:
         options: dict[str, Any] = {}
         if settings.chunk_tokens is not None:
             options["chunk_tokens"] = settings.chunk_tokens
-        return SummarySettings(
-            cheap_model=cheap,
-            target_tokens=settings.target_tokens,
-            keep_recent_turns=settings.keep_recent_turns,
-            keep_recent_tokens=settings.keep_recent_tokens,
-            cheap_context_tokens=cheap_bands.window if cheap_bands else 128_000,
-            **options,
-        )
+        try:
+            return SummarySettings(
+                cheap_model=cheap,
+                target_tokens=settings.target_tokens,
+                keep_recent_turns=settings.keep_recent_turns,
+                keep_recent_tokens=settings.keep_recent_tokens,
+                cheap_context_tokens=cheap_bands.window if cheap_bands else 128_000,
+                **options,
+            )
+        except ValueError as exc:  # e.g. a cheap model whose window is too small to summarise in
+            raise TransformFailed(f"the summary settings do not work: {exc}") from exc
 
     def summarizer(self, decision: Decision, facts: Facts, counter: ModelTokens) -> SummarizeOldTurns:
         cheap = decision.compress.cheap_model or decision.model
@@ -178,15 +181,18 @@ class CompressorTransforms:
 
         rs = decision.retrieve
         hybrid = rs.hybrid and rs.embedding_model is not None
-        settings = RetrievalSettings(
-            document_min_tokens=rs.document_min_tokens,
-            chunk_min=rs.chunk_tokens_min,
-            chunk_max=rs.chunk_tokens_max,
-            overlap=rs.overlap_tokens,
-            budget_tokens=rs.budget_tokens,
-            hybrid=hybrid,
-            embedding_model=rs.embedding_model or "",
-        )
+        try:
+            settings = RetrievalSettings(
+                document_min_tokens=rs.document_min_tokens,
+                chunk_min=rs.chunk_tokens_min,
+                chunk_max=rs.chunk_tokens_max,
+                overlap=rs.overlap_tokens,
+                budget_tokens=rs.budget_tokens,
+                hybrid=hybrid,
+                embedding_model=rs.embedding_model or "",
+            )
+        except ValueError as exc:
+            raise TransformFailed(f"the retrieval settings do not work: {exc}") from exc
         retriever = self._retrievers.get((facts.tenant, settings)) or self._keep(facts.tenant, settings)
         # the embedder bills its calls to this request; the retriever (and its indexes in memory) lives on
         embedder = (

@@ -23,12 +23,16 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from policies.errors import Loc, PolicyConfigError, Problem
 from policies.matching import glob_pattern
 
 ActionName = Literal["forward", "compress", "retrieve", "reroute", "reject"]
+
+MIN_CHUNK_TOKENS = 8_000
+"""The least ``compress.chunk_tokens``: one cheap-model call must read at least two summaries of the
+summary compressor's ``summary_max_tokens`` (4,000), or chunked summaries could never be merged."""
 
 
 class _Strict(BaseModel):
@@ -88,6 +92,16 @@ class CompressConfig(_Strict):
     chunk_tokens: int | None = Field(default=None, gt=0)
     on_failure: Literal["retrieve", "forward", "reject"] = "retrieve"
 
+    @field_validator("chunk_tokens")
+    @classmethod
+    def _room_for_merging(cls, chunk_tokens: int | None) -> int | None:
+        if chunk_tokens is not None and chunk_tokens < MIN_CHUNK_TOKENS:
+            raise ValueError(
+                f"chunk_tokens {chunk_tokens} is below {MIN_CHUNK_TOKENS}: a cheap-model call must read "
+                "at least two summaries to merge them"
+            )
+        return chunk_tokens
+
     @model_validator(mode="after")
     def _one_target(self) -> CompressConfig:
         if self.target_tokens is not None and self.target_ratio is not None:
@@ -106,6 +120,17 @@ class RetrieveConfig(_Strict):
     embedding_model: str | None = Field(default=None, min_length=1)
     compress_history_share: float | None = Field(default=0.5, ge=0, le=1)
     on_failure: Literal["forward", "reject"] = "forward"
+
+    @field_validator("document_min_tokens")
+    @classmethod
+    def _at_least_a_chunk(cls, document_min_tokens: int, info: ValidationInfo) -> int:
+        chunk_max = info.data.get("chunk_tokens_max")
+        if chunk_max is not None and document_min_tokens < chunk_max:
+            raise ValueError(
+                f"document_min_tokens {document_min_tokens} is below chunk_tokens_max {chunk_max}: "
+                "a document must hold at least one whole chunk"
+            )
+        return document_min_tokens
 
     @model_validator(mode="after")
     def _consistent(self) -> RetrieveConfig:

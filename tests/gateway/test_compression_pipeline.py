@@ -12,22 +12,30 @@ import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
+import redis.asyncio as aioredis
 import respx
 from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
 from gateway.app import create_app
-from gateway.config import ProviderConfig
+from gateway.cli import main
+from gateway.config import GatewayConfig, ProviderConfig
 from gateway.ledger import CostEvent
 from gateway.ledger.period import Period
+from gateway.planning import TransformFailed
+from gateway.record import RequestRecord
+from gateway.runtime import build_runtime
 from gateway.settings import Settings
+from gateway.transforms import CompressorTransforms
+from gateway.upstream import UpstreamPool
+from policies import Action, Facts
 from tests.factories import (
     ADMIN_KEY,
     TENANT_KEY,
@@ -482,3 +490,69 @@ async def test_compression_cheap_calls_are_side_events_of_the_request(
         assert (event.input_tokens, event.output_tokens) == (40_000, 600)
         assert event.cost_nanos == 40_000 * 750 + 600 * 4_500  # $0.75 and $4.50 per million
         assert event.counterfactual_nanos == 0
+
+
+# --- settings the compressors cannot run with ------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_compression_settings_the_summariser_refuses_follow_on_failure(
+    tmp_path: Path, redis_url: str, tenant_name: str
+) -> None:
+    """A cheap model whose window cannot hold two summaries per call: compress fails, on_failure runs."""
+    messages = history(260)
+    upstream = Upstream()
+    config = compression_config(tenant_name, on_failure="forward")
+    config["models"]["small"]["context_window"] = 12_000
+    async with serving(tmp_path, redis_url, upstream, config) as served:
+        response = await served.chat(messages)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-gateway-action"] == "forward"
+    warning = response.headers["x-gateway-warning"]
+    assert "compress failed" in warning and "fewer than two summaries" in warning, warning
+    assert upstream.cheap == []
+    assert upstream.main[0]["messages"] == messages
+
+
+@pytest.mark.parametrize(
+    ("section", "field", "fragment"),
+    [
+        ({"compress": {"chunk_tokens": 6_000}}, "compress.chunk_tokens", "below 8000"),
+        (
+            {"retrieve": {"document_min_tokens": 600}},
+            "retrieve.document_min_tokens",
+            "below chunk_tokens_max",
+        ),
+    ],
+)
+def test_check_config_refuses_sizes_the_compressors_cannot_run_with_saying_where(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], section: dict[str, Any], field: str, fragment: str
+) -> None:
+    config = make_config()
+    config["policies"] = {"default": {"name": "default", **section}}
+    path = write_config(tmp_path / "gateway.yaml", config)
+    key = field.rsplit(".", 1)[1]
+    line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if f"{key}:" in text)
+    assert main(["check-config", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"{path}:{line}: policies.default.{field}: " in out and fragment in out, out
+
+
+@pytest.mark.anyio
+async def test_retrieval_settings_the_retriever_refuses_fail_the_transform(
+    redis_client: aioredis.Redis, tenant_name: str
+) -> None:
+    """Settings that slipped past the config's checks end in TransformFailed (on_failure), not a 500."""
+    runtime = build_runtime(GatewayConfig.model_validate(make_config()), counter=shared_counter())
+    facts = Facts(tenant=tenant_name, model="gpt-5.4", prompt_tokens=300_000)
+    decision = runtime.engine.decide(facts)
+    broken = replace(decision, retrieve=replace(decision.retrieve, document_min_tokens=600))
+    transforms = CompressorTransforms(
+        runtime=runtime,
+        pool=UpstreamPool(lambda provider: httpx.AsyncClient()),
+        redis=redis_client,
+        record=RequestRecord(request_id="r", endpoint="chat"),
+        retrievers={},
+    )
+    with pytest.raises(TransformFailed, match="document_min_tokens >= chunk_max"):
+        await transforms.run(Action.RETRIEVE, document_history(), broken, facts)

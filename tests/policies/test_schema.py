@@ -5,7 +5,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from compressors.retrieval import RetrievalSettings
+from compressors.summary import SummarySettings
 from policies import PoliciesConfig
+from policies.schema import MIN_CHUNK_TOKENS
 
 from .factories import make_section
 
@@ -84,6 +87,21 @@ def errors_of(section: object) -> list[dict[str, Any]]:
             "'forward'",
         ),
         (
+            {"default": {"compress": {"chunk_tokens": 6_000}}},
+            ("default", "compress", "chunk_tokens"),
+            "below 8000",
+        ),
+        (
+            {"default": {"retrieve": {"document_min_tokens": 600}}},
+            ("default", "retrieve", "document_min_tokens"),
+            "below chunk_tokens_max 800",
+        ),
+        (
+            {"default": {"retrieve": {"document_min_tokens": 900, "chunk_tokens_max": 1_000}}},
+            ("default", "retrieve", "document_min_tokens"),
+            "below chunk_tokens_max 1000",
+        ),
+        (
             {"default": {"retrieve": {"chunk_tokens_min": 900}}},
             ("default", "retrieve"),
             "above chunk_tokens_max",
@@ -129,6 +147,26 @@ def test_policies_config_rejects_with_a_precise_location(
     errors = errors_of(section)
     assert [error["loc"] for error in errors] == [loc]
     assert fragment in errors[0]["msg"]
+
+
+def test_policies_config_accepts_the_least_sizes_the_compressors_run_with() -> None:
+    section = {
+        "default": {
+            "compress": {"cheap_model": "m", "chunk_tokens": MIN_CHUNK_TOKENS},
+            "retrieve": {"chunk_tokens_max": 1_000, "document_min_tokens": 1_000},
+        }
+    }
+    default = PoliciesConfig.model_validate(section).default
+    assert default.compress.chunk_tokens == MIN_CHUNK_TOKENS
+    SummarySettings(cheap_model="m", target_tokens=1, chunk_tokens=MIN_CHUNK_TOKENS)
+    with pytest.raises(ValueError, match="fewer than two summaries"):
+        SummarySettings(cheap_model="m", target_tokens=1, chunk_tokens=MIN_CHUNK_TOKENS - 1)
+    retrieve = default.retrieve
+    RetrievalSettings(
+        chunk_min=retrieve.chunk_tokens_min,
+        chunk_max=retrieve.chunk_tokens_max,
+        document_min_tokens=retrieve.document_min_tokens,
+    )
 
 
 def test_policies_config_rejects_duplicate_names_saying_where() -> None:
