@@ -1,14 +1,16 @@
 """Get-or-build for values worth keeping: an in-process LRU, in-process single flight, and the shared
-Cache (with its lock, so that one replica builds while the others wait for its result)."""
+Cache (single flight across replicas, ``compressors.flight``: one builds while the others wait for its
+result)."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Generic, Literal, TypeVar
 
+from compressors.flight import single_flight
 from compressors.protocols import Cache
 
 Value = TypeVar("Value")
@@ -94,22 +96,22 @@ class Store(Generic[Value]):
         cache = self._cache
         if cache is None:
             return await build(), "built"
-        loaded = await self._load(cache, key)
-        if loaded is not None:
-            return loaded, "cache"
-        lock = f"{key}:lock"
-        held = await cache.acquire(lock, ttl_seconds=_LOCK_TTL_SECONDS)
-        if not held:
-            loaded = await self._wait(cache, key)
-            if loaded is not None:
-                return loaded, "cache"
-        try:
+
+        async def produce() -> Value:
             value = await build()
             await cache.set(key, self._encode(value), ttl_seconds=self._ttl)
-        finally:
-            if held:
-                await cache.release(lock)
-        return value, "built"
+            return value
+
+        value, built = await single_flight(
+            cache,
+            lock=f"{key}:lock",
+            lookup=partial(self._load, cache, key),
+            produce=produce,
+            lock_ttl=_LOCK_TTL_SECONDS,
+            wait=self._lock_wait,
+            poll_interval=_POLL_SECONDS,
+        )
+        return value, "built" if built else "cache"
 
     async def _load(self, cache: Cache, key: str) -> Value | None:
         data = await cache.get(key)
@@ -119,12 +121,3 @@ class Store(Generic[Value]):
             return self._decode(data)
         except ValueError:
             return None
-
-    async def _wait(self, cache: Cache, key: str) -> Value | None:
-        deadline = time.monotonic() + self._lock_wait
-        while time.monotonic() < deadline:
-            await asyncio.sleep(_POLL_SECONDS)
-            loaded = await self._load(cache, key)
-            if loaded is not None:
-                return loaded
-        return None

@@ -2,9 +2,9 @@
 
 Read in this order: ``settings`` (what the gateway configures), ``selection`` (what stays verbatim),
 ``keys`` (how a prefix is named in the cache), ``transcript`` and ``prompt`` (what the cheap model sees
-and how its answer is checked), ``summarizer`` (calls, retry, chunked map-reduce), ``store`` and
-``flight`` (cache entries, the prefix index, single flight), ``assembly`` (the new message list) and
-``compressor`` (``SummarizeOldTurns``, the orchestration).
+and how its answer is checked), ``summarizer`` (calls, retry, chunked map-reduce), ``store`` (cache
+entries, the prefix index), ``assembly`` (the new message list) and ``compressor``
+(``SummarizeOldTurns``, the orchestration, single flight through ``compressors.flight``).
 """
 
 from __future__ import annotations

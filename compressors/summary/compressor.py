@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from compressors.flight import single_flight
 from compressors.protocols import Cache, Completer, Message, TokenCounter
 from compressors.summary.assembly import assemble
 from compressors.summary.errors import CannotCompress
-from compressors.summary.flight import single_flight
 from compressors.summary.keys import lock_key, prefix_hashes
 from compressors.summary.result import Precomputed, SummaryResult
 from compressors.summary.selection import Selection, select
@@ -150,6 +150,7 @@ class SummarizeOldTurns:
             lookup=lookup,
             produce=produce,
             lock_ttl=settings.lock_ttl,
+            wait=settings.lock_ttl,
             poll_interval=settings.poll_interval,
         )
         return summary, produced, summarizer.calls_made

@@ -138,6 +138,26 @@ async def test_store_waits_for_another_replica_holding_the_lock(cache: RedisCach
     assert build.calls == []
 
 
+class RacedCache(RedisCache):
+    """Another replica stores ``k`` and releases its lock between this one's first look and its lock."""
+
+    async def acquire(self, key: str, *, ttl_seconds: float) -> bool:
+        if key == "k:lock" and await self.get("k") is None:
+            await self.set("k", b"from-replica", ttl_seconds=60)
+        return await super().acquire(key, ttl_seconds=ttl_seconds)
+
+
+@pytest.mark.anyio
+async def test_store_looks_again_after_taking_the_lock(
+    redis_client: aioredis.Redis, tenant_name: str
+) -> None:
+    cache, build = RacedCache(redis_client, tenant_name), Builds()
+    assert await _store(cache).get("k", build) == ("from-replica", "cache")
+    assert build.calls == []
+    assert await cache.get("k") == b"from-replica"
+    assert await cache.get("k:lock") is None
+
+
 @pytest.mark.anyio
 async def test_store_builds_itself_when_the_lock_holder_is_too_slow(cache: RedisCache) -> None:
     assert await cache.acquire("k:lock", ttl_seconds=5)

@@ -4,8 +4,8 @@ import asyncio
 
 import pytest
 
+from compressors.flight import single_flight
 from compressors.summary import SummarizeOldTurns, SummaryFailed
-from compressors.summary.flight import single_flight
 from tests.compressors.test_summary_fakes import (
     CharCounter,
     DictCache,
@@ -80,7 +80,9 @@ async def test_single_flight_waiter_returns_what_the_holder_stores() -> None:
         store["v"] = "theirs"
 
     waiter = asyncio.create_task(
-        single_flight(cache, lock="lock", lookup=lookup, produce=produce, lock_ttl=5, poll_interval=0.005)
+        single_flight(
+            cache, lock="lock", lookup=lookup, produce=produce, lock_ttl=5, wait=5, poll_interval=0.005
+        )
     )
     await holder()
     assert await waiter == ("theirs", False)
@@ -99,7 +101,7 @@ async def test_single_flight_holder_looks_again_after_taking_the_lock() -> None:
         raise AssertionError("must not produce")
 
     assert await single_flight(
-        cache, lock="l", lookup=lookup, produce=produce, lock_ttl=1, poll_interval=0.01
+        cache, lock="l", lookup=lookup, produce=produce, lock_ttl=1, wait=1, poll_interval=0.01
     ) == ("stored meanwhile", False)
     assert cache.locks == {}
 
@@ -115,5 +117,5 @@ async def test_single_flight_returns_a_cached_value_without_touching_the_lock() 
         raise AssertionError("must not produce")
 
     assert await single_flight(
-        cache, lock="l", lookup=lookup, produce=produce, lock_ttl=1, poll_interval=0.01
+        cache, lock="l", lookup=lookup, produce=produce, lock_ttl=1, wait=1, poll_interval=0.01
     ) == ("cached", False)

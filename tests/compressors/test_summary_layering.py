@@ -9,6 +9,8 @@ import compressors.summary
 
 FORBIDDEN = ("gateway", "policies", "redis", "httpx", "fastapi", "starlette", "aiohttp", "requests")
 PACKAGE = Path(compressors.summary.__file__).parent
+SHARED = ("compressors.protocols", "compressors.flight")
+"""The modules all compressors share; they import no compressor package themselves."""
 
 
 def _imports(path: Path) -> set[str]:
@@ -33,4 +35,12 @@ def test_summary_package_uses_no_sibling_internals_but_the_protocols() -> None:
     for path in PACKAGE.glob("*.py"):
         for name in _imports(path):
             if name.startswith("compressors.") and not name.startswith("compressors.summary"):
-                assert name == "compressors.protocols", f"{path.name} imports {name}"
+                assert name in SHARED, f"{path.name} imports {name}"
+
+
+def test_shared_compressor_modules_import_no_compressor_package() -> None:
+    for module in SHARED:
+        path = PACKAGE.parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+        for name in _imports(path):
+            bad = name.startswith("compressors.") and name not in SHARED
+            assert not bad and name.split(".")[0] not in FORBIDDEN, f"{path.name} imports {name}"
