@@ -181,13 +181,12 @@ class CompressorTransforms:
 
         rs = decision.retrieve
         hybrid = rs.hybrid and rs.embedding_model is not None
-        try:
+        try:  # the budget differs per model: it goes with the request, so one retriever serves them all
             settings = RetrievalSettings(
                 document_min_tokens=rs.document_min_tokens,
                 chunk_min=rs.chunk_tokens_min,
                 chunk_max=rs.chunk_tokens_max,
                 overlap=rs.overlap_tokens,
-                budget_tokens=rs.budget_tokens,
                 hybrid=hybrid,
                 embedding_model=rs.embedding_model or "",
             )
@@ -201,7 +200,11 @@ class CompressorTransforms:
             else None
         )
         request = RetrievalRequest(
-            messages=messages, counter=counter, prompt_tokens=decision.tokens, embedder=embedder
+            messages=messages,
+            counter=counter,
+            prompt_tokens=decision.tokens,
+            embedder=embedder,
+            budget_tokens=rs.budget_tokens,
         )
         result = await retriever(request)
         if result.outcome == "under_budget":

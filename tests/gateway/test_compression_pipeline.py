@@ -31,7 +31,7 @@ from gateway.ledger import CostEvent
 from gateway.ledger.period import Period
 from gateway.planning import TransformFailed
 from gateway.record import RequestRecord
-from gateway.runtime import build_runtime
+from gateway.runtime import Runtime, build_runtime
 from gateway.settings import Settings
 from gateway.transforms import CompressorTransforms
 from gateway.upstream import UpstreamPool
@@ -547,12 +547,40 @@ async def test_retrieval_settings_the_retriever_refuses_fail_the_transform(
     facts = Facts(tenant=tenant_name, model="gpt-5.4", prompt_tokens=300_000)
     decision = runtime.engine.decide(facts)
     broken = replace(decision, retrieve=replace(decision.retrieve, document_min_tokens=600))
-    transforms = CompressorTransforms(
-        runtime=runtime,
-        pool=UpstreamPool(lambda provider: httpx.AsyncClient()),
-        redis=redis_client,
-        record=RequestRecord(request_id="r", endpoint="chat"),
-        retrievers={},
-    )
+    transforms = direct_transforms(runtime, redis_client, {})
     with pytest.raises(TransformFailed, match="document_min_tokens >= chunk_max"):
         await transforms.run(Action.RETRIEVE, document_history(), broken, facts)
+
+
+def direct_transforms(
+    runtime: Runtime, redis: aioredis.Redis, retrievers: dict[Any, Any]
+) -> CompressorTransforms:
+    """The transforms as the pipeline makes them, for calls without the app (no upstream is reached)."""
+    return CompressorTransforms(
+        runtime=runtime,
+        pool=UpstreamPool(lambda provider: httpx.AsyncClient()),
+        redis=redis,
+        record=RequestRecord(request_id="r", endpoint="chat"),
+        retrievers=retrievers,
+    )
+
+
+@pytest.mark.anyio
+async def test_one_retriever_per_tenant_serves_models_with_different_budgets(
+    redis_client: aioredis.Redis, tenant_name: str
+) -> None:
+    runtime = build_runtime(GatewayConfig.model_validate(make_config()), counter=shared_counter())
+    retrievers: dict[Any, Any] = {}
+    transforms = direct_transforms(runtime, redis_client, retrievers)
+    messages = document_history()
+    budgets = []
+    for model in ("gpt-5.4", "gpt-5.2"):
+        facts = Facts(tenant=tenant_name, model=model, prompt_tokens=tokens_of(messages))
+        decision = runtime.engine.decide(facts)
+        budgets.append(decision.retrieve.budget_tokens)
+        cut = await transforms.run(Action.RETRIEVE, messages, decision, facts)
+        forwarded = tokens_of(cut)
+        assert forwarded <= decision.retrieve.budget_tokens and budgets[-1] - forwarded < 10_000, model
+        assert "7731-KILO" in orjson.dumps(cut).decode()
+    assert budgets[0] != budgets[1]
+    assert len(retrievers) == 1
