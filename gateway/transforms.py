@@ -131,44 +131,44 @@ class CompressorTransforms:
     async def precompute(self, messages: list[Any], decision: Decision, tenant: str) -> None:
         """Build and cache the summary a later turn will need (run after the response)."""
         counter = ModelTokens(self._runtime.counter, decision.model)
-        facts_tenant = Facts(tenant=tenant, model=decision.model, prompt_tokens=decision.tokens)
-        await self.summarizer(decision, facts_tenant, counter).precompute(
-            messages, self.summary_settings(decision)
-        )
+        settings = self.summary_settings(decision)
+        await self.summarizer(settings, tenant, counter).precompute(messages, settings)
 
     def summary_settings(self, decision: Decision) -> SummarySettings:
+        """The policy's compress settings for ``decision.model``; raises TransformFailed when unusable."""
         settings = decision.compress
         cheap = settings.cheap_model or decision.model
         cheap_bands = self._runtime.engine.bands.get(cheap)
         options: dict[str, Any] = {}
         if settings.chunk_tokens is not None:
             options["chunk_tokens"] = settings.chunk_tokens
+        if cheap_bands is not None:  # else the compressor's default window
+            options["cheap_context_tokens"] = cheap_bands.window
         try:
             return SummarySettings(
                 cheap_model=cheap,
                 target_tokens=settings.target_tokens,
                 keep_recent_turns=settings.keep_recent_turns,
                 keep_recent_tokens=settings.keep_recent_tokens,
-                cheap_context_tokens=cheap_bands.window if cheap_bands else 128_000,
                 **options,
             )
         except ValueError as exc:  # e.g. a cheap model whose window is too small to summarise in
             raise TransformFailed(f"the summary settings do not work: {exc}") from exc
 
-    def summarizer(self, decision: Decision, facts: Facts, counter: ModelTokens) -> SummarizeOldTurns:
-        cheap = decision.compress.cheap_model or decision.model
+    def summarizer(self, settings: SummarySettings, tenant: str, counter: ModelTokens) -> SummarizeOldTurns:
         return SummarizeOldTurns(
             counter=counter,
-            completer=UpstreamCompleter(self._pool, self._runtime, cheap, self._record),
-            cache=RedisCache(self._redis, facts.tenant, "summary"),
+            completer=UpstreamCompleter(self._pool, self._runtime, settings.cheap_model, self._record),
+            cache=RedisCache(self._redis, tenant, "summary"),
         )
 
     async def _compress(
         self, messages: list[Any], decision: Decision, facts: Facts, counter: ModelTokens
     ) -> list[Any]:
+        settings = self.summary_settings(decision)
         try:
-            result = await self.summarizer(decision, facts, counter).compress(
-                messages, self.summary_settings(decision), tokens_before=decision.tokens
+            result = await self.summarizer(settings, facts.tenant, counter).compress(
+                messages, settings, tokens_before=decision.tokens
             )
         except (SummaryFailed, CannotCompress) as exc:
             raise TransformFailed(str(exc)) from exc
