@@ -34,9 +34,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from compressors.messages import INSTRUCTION_ROLES
 from compressors.protocols import Message
 
-_NEVER_DOCUMENTS = frozenset({"system", "developer"})
 _BLANK_LINE = re.compile(r"\n[ \t]*\n\s*")
 _LINE_BREAK = re.compile(r"\n\s*")
 _SENTENCE_END = re.compile(
@@ -109,7 +109,7 @@ def replace_block(messages: list[Message], block: Block, text: str) -> None:
 
 def may_be_document(block: Block, min_tokens: int) -> bool:
     """False when the block cannot have more than ``min_tokens`` tokens (or is never a document)."""
-    if block.role in _NEVER_DOCUMENTS:
+    if block.role in INSTRUCTION_ROLES:
         return False
     length = len(block.text)
     if length > min_tokens:
@@ -117,13 +117,6 @@ def may_be_document(block: Block, min_tokens: int) -> bool:
     if 4 * length <= min_tokens:
         return False
     return len(block.text.encode("utf-8", "surrogatepass")) > min_tokens
-
-
-def latest_user(messages: Sequence[Message]) -> int | None:
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].get("role") == "user":
-            return index
-    return None
 
 
 def question_start(text: str, max_chars: int) -> int:

@@ -15,6 +15,7 @@ from functools import partial
 
 import numpy as np
 
+from compressors.messages import latest_user
 from compressors.protocols import Cache, Embedder, Message, TokenCounter
 from compressors.retrieval.assembly import Placed, assemble
 from compressors.retrieval.codec import decode_index, encode_index
@@ -22,7 +23,6 @@ from compressors.retrieval.documents import (
     Block,
     Layout,
     document_end,
-    latest_user,
     layout,
     may_be_document,
     replace_block,

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from compressors.messages import INSTRUCTION_ROLES, latest_user
 from compressors.protocols import Message, TokenCounter
 from compressors.summary.settings import SummarySettings
 
-PINNED_ROLES = frozenset({"system", "developer"})
 ANSWER_ROLES = frozenset({"tool", "function"})
 
 
@@ -56,7 +56,7 @@ def group_blocks(messages: Sequence[Message]) -> tuple[Block, ...]:
     groups: list[list[int]] = []
     for index, message in enumerate(messages):
         role = message.get("role")
-        if role in PINNED_ROLES:
+        if role in INSTRUCTION_ROLES:
             continue
         if role in ANSWER_ROLES and groups:
             groups[-1].append(index)
@@ -73,7 +73,7 @@ def select(messages: Sequence[Message], *, settings: SummarySettings, counter: T
         split = max(split, _turns_split(messages, blocks, settings.keep_recent_turns))
     if settings.keep_recent_tokens is not None:
         split = max(split, _tokens_split(messages, blocks, settings.keep_recent_tokens, counter))
-    return Selection(blocks=blocks, split=split, last_user=_last_user(messages))
+    return Selection(blocks=blocks, split=split, last_user=latest_user(messages))
 
 
 def _turns_split(messages: Sequence[Message], blocks: Sequence[Block], turns: int) -> int:
@@ -97,10 +97,3 @@ def _tokens_split(
         total += tokens
         split -= 1
     return split
-
-
-def _last_user(messages: Sequence[Message]) -> int | None:
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].get("role") == "user":
-            return index
-    return None

@@ -4,11 +4,11 @@ from typing import Any
 
 import pytest
 
+from compressors.messages import latest_user
 from compressors.retrieval.documents import (
     Block,
     Document,
     document_end,
-    latest_user,
     layout,
     may_be_document,
     question_start,

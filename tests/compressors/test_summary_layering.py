@@ -9,7 +9,7 @@ import compressors.summary
 
 FORBIDDEN = ("gateway", "policies", "redis", "httpx", "fastapi", "starlette", "aiohttp", "requests")
 PACKAGE = Path(compressors.summary.__file__).parent
-SHARED = ("compressors.protocols", "compressors.flight")
+SHARED = ("compressors.protocols", "compressors.flight", "compressors.messages")
 """The modules all compressors share; they import no compressor package themselves."""
 
 
