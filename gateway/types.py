@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,21 +23,3 @@ class Usage:
     output_tokens: int = 0
     reasoning_tokens: int = 0
     estimated: bool = False
-
-
-@dataclass(slots=True)
-class CallOutcome:
-    """What the gateway learned about one upstream exchange (filled in as the response passes)."""
-
-    status: int = 0
-    upstream_model: str = ""
-    provider: str = ""
-    retries: int = 0
-    upstream_seconds: float = 0.0
-    first_token_seconds: float | None = None
-    finish_reason: str | None = None
-    usage: Usage | None = None
-    stream: bool = False
-    client_disconnected: bool = False
-    error_type: str | None = None
-    extra: dict[str, object] = field(default_factory=dict)

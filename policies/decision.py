@@ -17,9 +17,6 @@ class Action(StrEnum):
     REJECT = "reject"
 
 
-TRANSFORMS = frozenset({Action.COMPRESS, Action.RETRIEVE})
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Rejection:
     """An error answer; the gateway renders it as an OpenAI error object."""

@@ -2,19 +2,17 @@
 
 Per-message counts are cached by a sha256 of the message's JSON (and of the encoding and image rule that
 counted it) in a bounded LRU, so a conversation that grows by one turn costs one new message's
-tokenisation plus hashing the rest. Counting is thread-safe; ``count_chat_async`` moves large bodies
-off the event loop.
+tokenisation plus hashing the rest. Counting is thread-safe, so the request path may count large bodies
+in a worker thread (``counting.offload_bytes``).
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import anyio.to_thread
 import orjson
 import tiktoken
 
@@ -116,13 +114,10 @@ class TokenCounter:
     def _build_profile(self, model: str) -> Profile:
         config = self._models.get(model)
         names = (config.upstream_model or model, model) if config is not None else (model,)
-        choice = self._choice(model)
-        encoding = self._encodings.get(choice.name)  # loads a packaged encoding on first use
-        if encoding is None:
-            raise UnknownEncoding(f"model {model!r}: encoding {choice.name!r} is not loaded")
+        choice = self._choice(model)  # raises UnknownEncoding when the encoding is not available
         return Profile(
             encoding_name=choice.name,
-            encoding=encoding,
+            encoding=self._encodings[choice.name],  # loads a packaged encoding on first use
             image_rule=rule_for(names, overrides=self._config.image_rules),
             tools=overheads_for(choice.name),
             assumed_image_size=(self._config.remote_image_width, self._config.remote_image_height),
@@ -153,12 +148,6 @@ class TokenCounter:
             encoding=profile.encoding_name,
             per_message=tuple(message.total for message in counted),
         )
-
-    async def count_chat_async(self, model: str, body: Mapping[str, Any], *, body_len: int) -> TokenCount:
-        """``count_chat``, in a worker thread when the body is at least ``offload_bytes`` long."""
-        if body_len < self._config.offload_bytes:
-            return self.count_chat(model, body)
-        return await anyio.to_thread.run_sync(functools.partial(self.count_chat, model, body))
 
     def count_messages(self, model: str, messages: Sequence[Mapping[str, Any]]) -> int:
         """Tokens of ``messages`` as a chat request bills them (framing and reply primer included)."""

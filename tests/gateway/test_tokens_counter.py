@@ -11,12 +11,15 @@ from typing import Any
 
 import pytest
 
-from gateway.config import ModelConfig
+from gateway.config import GatewayConfig, ModelConfig
+from gateway.planning import CHAT, _count_async
+from gateway.runtime import Runtime, build_runtime
 from gateway.tokens.adapter import ModelTokens
 from gateway.tokens.cache import LRUCache
 from gateway.tokens.config import CountingConfig
 from gateway.tokens.counter import TokenCounter
 from gateway.tokens.vocab import UnknownEncoding, load_vocabulary
+from tests.factories import make_config
 
 JARGON = [
     {
@@ -315,20 +318,26 @@ class ThreadRecordingBody(Mapping[str, Any]):
         return len(self._data)
 
 
+def offloading_runtime(encodings: dict[str, Any]) -> Runtime:
+    """A runtime that counts bodies of 1000 bytes or more in a worker thread."""
+    config = GatewayConfig.model_validate(make_config(counting={"offload_bytes": 1000}))
+    return build_runtime(config, counter=make_counter(encodings))
+
+
 @pytest.mark.anyio
 async def test_counter_async_small_body_counts_on_the_loop(encodings: dict[str, Any]) -> None:
-    counter = make_counter(encodings, offload_bytes=1000)
+    runtime = offloading_runtime(encodings)
     body = ThreadRecordingBody({"messages": conversation(4)})
-    count = await counter.count_chat_async("gpt-4o", body, body_len=999)
+    count = await _count_async(runtime, CHAT, "gpt-4o", body, 999)
     assert body.threads == {threading.get_ident()}
-    assert count == counter.count_chat("gpt-4o", body)
+    assert count == runtime.counter.count_chat("gpt-4o", body)
 
 
 @pytest.mark.anyio
 async def test_counter_async_large_body_counts_in_a_worker_thread(encodings: dict[str, Any]) -> None:
-    counter = make_counter(encodings, offload_bytes=1000)
+    runtime = offloading_runtime(encodings)
     body = ThreadRecordingBody({"messages": conversation(4)})
-    count = await counter.count_chat_async("gpt-4o", body, body_len=1000)
+    count = await _count_async(runtime, CHAT, "gpt-4o", body, 1000)
     assert len(body.threads) == 1 and threading.get_ident() not in body.threads
     assert count == make_counter(encodings).count_chat("gpt-4o", body)
 
