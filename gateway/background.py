@@ -54,9 +54,15 @@ class Background:
 
 async def wind_down(queue: asyncio.Queue[Any], task: asyncio.Task[None], timeout: float) -> None:
     """Give a queue's writer task ``timeout`` seconds to empty it, then stop the task (what is still
-    queued is the caller's to keep or drop)."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(queue.join(), timeout)
+    queued is the caller's to keep or drop). Never raises what the task raised: that is logged, so the
+    caller always gets to deal with what is left."""
+    if not task.done():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(queue.join(), timeout)
     task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
+    try:
         await task
+    except asyncio.CancelledError:
+        pass
+    except Exception:
+        log.exception("writer_task_failed", task=task.get_name())

@@ -1,4 +1,5 @@
-"""Shared fixtures: a real Redis server (the configured one if it answers, else an embedded one)."""
+"""Shared fixtures: a real Redis server (the configured one if it answers, else an embedded one), and a
+client of one that is down."""
 
 from __future__ import annotations
 
@@ -60,6 +61,22 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture
 async def redis_client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
     client = aioredis.Redis.from_url(redis_url)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+def dead_redis_url() -> str:
+    """The URL of a port nothing listens on: every connection is refused at once."""
+    return f"redis://127.0.0.1:{free_port()}/0"
+
+
+@pytest.fixture
+async def dead_redis(dead_redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    """A client of a Redis that is down (``dead_redis_url``), without retries."""
+    client = aioredis.Redis.from_url(dead_redis_url, socket_connect_timeout=0.2, retry=None)
     try:
         yield client
     finally:

@@ -6,6 +6,10 @@ short linger), applies it in one pipelined round trip and, when Redis is down or
 to the spool instead (flushed and fsynced) and probes Redis every ``probe_interval_seconds``. When Redis
 answers again the spool is replayed before new batches, and it is replayed at start-up too, including the
 spools of processes that died. ``close()`` drains the queue to Redis or, failing that, to the spool.
+
+No failure stops the writer task: when a turn raises (a full or failing disk under a dead Redis, a bug),
+it is logged, the batch in hand goes to the spool or, if even that fails, stays in memory, and the task
+tries again a probe interval later.
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ class LedgerStats:
     spooled: int
     replayed: int
     rejected: int
+    failures: int
+    """Writer turns that raised, and spool writes after them that failed (all logged): the batch in hand
+    was kept for the next try."""
     queued: int
     redis_up: bool
     spool_pending: bool
@@ -59,11 +66,12 @@ class Ledger:
         self._spool = Spool(spool_dir)
         self._queue: asyncio.Queue[CostEvent] | None = None
         self._task: asyncio.Task[None] | None = None
-        self._inflight: Sequence[CostEvent] = ()
+        self._inflight: list[CostEvent] = []
+        """Taken off the queue, not yet in Redis or the spool: ``close()`` spools them too."""
         self._redis_up = False
         self._next_probe = 0.0
         self._counts = dict.fromkeys(
-            ("recorded", "applied", "duplicates", "spooled", "replayed", "rejected"), 0
+            ("recorded", "applied", "duplicates", "spooled", "replayed", "rejected", "failures"), 0
         )
         self._log = structlog.get_logger("gateway.ledger")
 
@@ -100,15 +108,24 @@ class Ledger:
             return
         await wind_down(queue, task, timeout)
         self._task = None
-        leftover = [*self._inflight]
+        leftover, self._inflight = self._inflight, []
         while not queue.empty():
             leftover.append(queue.get_nowait())
             queue.task_done()
         if leftover:
-            self._spool.append([event.to_json() for event in leftover])
-            self._counts["spooled"] += len(leftover)
-            self._log.warning("ledger_closed_with_spool", events=len(leftover))
+            self._spool_leftover(leftover)
         self._spool.close()
+
+    def _spool_leftover(self, events: Sequence[CostEvent]) -> None:
+        try:
+            self._spool.append([event.to_json() for event in events])
+        except OSError:  # the last place left for them is the log, one line each, in full
+            self._log.exception("ledger_spool_failed_at_close", events=len(events))
+            for event in events:
+                self._log.error("ledger_event_unwritten", event=event.to_json().decode())
+            return
+        self._counts["spooled"] += len(events)
+        self._log.warning("ledger_closed_with_spool", events=len(events))
 
     def stats(self) -> LedgerStats:
         return LedgerStats(
@@ -129,41 +146,63 @@ class Ledger:
 
     async def _run(self) -> None:
         assert self._queue is not None
-        loop = asyncio.get_running_loop()
+        queue = self._queue
         while True:
-            if not self._redis_up and loop.time() >= self._next_probe:
-                await self._probe()
-            if self._redis_up and self._spool.pending:
-                await self._replay()
-            if self._spool.unsynced:
-                await asyncio.to_thread(self._spool.sync)
-            batch = await self._next_batch(self._queue)
-            self._inflight = batch
             try:
-                if batch:
-                    await self._write(batch)
-            except Exception as exc:  # a bug must not stop the ledger: keep the batch, log, carry on
-                self._log.exception("ledger_writer_failed", events=len(batch))
-                self._down(exc)
-                await asyncio.to_thread(self._spool.append, [event.to_json() for event in batch])
-                self._counts["spooled"] += len(batch)
-            self._inflight = ()
-            for _ in batch:
-                self._queue.task_done()
+                await self._turn(queue)
+            except Exception:  # nothing may stop the ledger: log, keep the batch, carry on
+                self._counts["failures"] += 1
+                self._log.exception("ledger_writer_failed", events=len(self._inflight))
+                await self._keep(queue)
 
-    async def _next_batch(self, queue: asyncio.Queue[CostEvent]) -> list[CostEvent]:
+    async def _turn(self, queue: asyncio.Queue[CostEvent]) -> None:
+        """Probe, replay, sync the spool, then write the batch in hand (kept by a failed turn) or the next."""
+        if not self._redis_up and asyncio.get_running_loop().time() >= self._next_probe:
+            await self._probe()
+        if self._redis_up and self._spool.pending:
+            await self._replay()
+        if self._spool.unsynced:
+            await asyncio.to_thread(self._spool.sync)
+        if not self._inflight:
+            await self._next_batch(queue)
+        if self._inflight:
+            await self._write(self._inflight)
+            self._done(queue)
+
+    async def _keep(self, queue: asyncio.Queue[CostEvent]) -> None:
+        """After a failed turn: the batch in hand goes to the spool, or, when even that fails, it stays in
+        hand for the next turn, a probe interval later."""
+        if self._inflight:
+            try:
+                await asyncio.to_thread(self._spool.append, [event.to_json() for event in self._inflight])
+            except Exception:
+                self._counts["failures"] += 1
+                self._log.exception("ledger_spool_failed", events=len(self._inflight))
+            else:
+                self._counts["spooled"] += len(self._inflight)
+                self._done(queue)
+                return
+        await asyncio.sleep(self.config.probe_interval_seconds)
+
+    def _done(self, queue: asyncio.Queue[CostEvent]) -> None:
+        batch, self._inflight = self._inflight, []
+        for _ in batch:
+            queue.task_done()
+
+    async def _next_batch(self, queue: asyncio.Queue[CostEvent]) -> None:
+        """Take the next batch into ``_inflight``, each event as it leaves the queue (so one waiting out
+        the linger is in hand when ``close()`` looks)."""
         wait = None if self._redis_up else self.config.probe_interval_seconds
         try:
             first = await asyncio.wait_for(queue.get(), wait)
         except TimeoutError:
-            return []
-        batch = [first]
+            return
+        batch = self._inflight = [first]
         size = self.config.batch_size
         if queue.qsize() < size - 1 and self.config.linger_seconds:
             await asyncio.sleep(self.config.linger_seconds)
         while len(batch) < size and not queue.empty():
             batch.append(queue.get_nowait())
-        return batch
 
     async def _write(self, batch: Sequence[CostEvent]) -> None:
         if self._redis_up:
