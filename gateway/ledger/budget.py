@@ -34,7 +34,8 @@ from gateway.ledger.script import RELEASE, RESERVE, Script
 from gateway.money import usd
 
 MAX_CONCURRENT_CHECKS = 32
-"""Budget checks in flight per process: a burst queues here instead of exhausting the connection pool."""
+"""Budget checks in flight per process: a burst queues here instead of exhausting the connection pool
+(the wait for a place counts in ``budget_timeout_seconds``)."""
 
 BudgetLookup = Callable[[str], BudgetConfig | None]
 """The current budget of a tenant by name (read from the live config, so hot reloads apply)."""
@@ -151,7 +152,7 @@ class Budgets:
         if loop.time() < self._skip_redis_until:
             raise ConnectionError("Redis refused a connection moments ago")  # the builtin: an OSError
         try:
-            async with self._in_flight, asyncio.timeout(self.config.budget_timeout_seconds):
+            async with asyncio.timeout(self.config.budget_timeout_seconds), self._in_flight:
                 reply = await script.run(self._redis, keys, args)
         except (RedisConnectionError, OSError) as exc:
             if not isinstance(exc, MaxConnectionsError | TimeoutError):  # slow is not refused

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,7 @@ import redis.asyncio as aioredis
 
 from gateway.errors import BudgetExceeded, ServiceUnavailable
 from gateway.ledger.apply import EventApplier
-from gateway.ledger.budget import Budgets, Reservation
+from gateway.ledger.budget import MAX_CONCURRENT_CHECKS, Budgets, Reservation
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import day_of, month_of
 from gateway.ledger.schema import BudgetConfig, LedgerConfig
@@ -22,6 +24,25 @@ from tests.gateway.test_ledger_event import make_event
 
 KEYS = LedgerKeys()
 CENT = 10_000_000  # nanos
+
+
+@asynccontextmanager
+async def dropping_server() -> AsyncIterator[tuple[str, list[int]]]:
+    """A Redis URL whose server accepts each connection and drops it at once; yields the URL and a list
+    that grows by one per connection accepted."""
+    accepted: list[int] = []
+
+    async def drop(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(1)
+        writer.close()
+
+    server = await asyncio.start_server(drop, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"redis://127.0.0.1:{port}/0", accepted
+    finally:
+        server.close()
+        await server.wait_closed()
 
 
 def budgets_for(redis: aioredis.Redis, budget: dict[str, Any] | None, **config: Any) -> Budgets:
@@ -169,21 +190,36 @@ async def test_budget_soft_line_warns(
 async def test_budget_redis_down_fails_as_configured(
     tenant_name: str, budget: dict[str, Any], passes: bool
 ) -> None:
-    redis = aioredis.Redis.from_url(f"redis://127.0.0.1:{free_port()}/0", socket_connect_timeout=0.2)
-    budgets = budgets_for(redis, budget, budget_timeout_seconds=0.5, probe_interval_seconds=30)
-    try:
-        for _ in range(2):  # the second call does not wait on Redis again
-            started = time.perf_counter()
-            if passes:
-                reservation = await budgets.reserve(tenant_name, "r", CENT)
-                assert reservation is not None and not reservation.enforced and reservation.warning
-                await budgets.release(reservation)
-            else:
-                with pytest.raises(ServiceUnavailable, match="budget cannot be checked"):
-                    await budgets.reserve(tenant_name, "r", CENT)
-        assert time.perf_counter() - started < 0.05
-    finally:
-        await redis.aclose()
+    async with dropping_server() as (url, accepted):
+        redis = aioredis.Redis.from_url(url, socket_connect_timeout=0.2)
+        budgets = budgets_for(redis, budget, budget_timeout_seconds=0.5, probe_interval_seconds=30)
+        try:
+            for call in range(2):
+                if passes:
+                    reservation = await budgets.reserve(tenant_name, "r", CENT)
+                    assert reservation is not None and not reservation.enforced and reservation.warning
+                    await budgets.release(reservation)
+                else:
+                    with pytest.raises(ServiceUnavailable, match="budget cannot be checked"):
+                        await budgets.reserve(tenant_name, "r", CENT)
+                if call == 0:
+                    assert accepted, "the first call asks Redis"
+                    tried = len(accepted)
+            assert len(accepted) == tried, "the second call does not ask (nor wait on) Redis again"
+        finally:
+            await redis.aclose()
+
+
+@pytest.mark.anyio
+async def test_budget_waiting_for_a_free_check_counts_in_the_timeout(
+    redis_client: aioredis.Redis, tenant_name: str
+) -> None:
+    budgets = budgets_for(redis_client, {"monthly_usd": 1}, budget_timeout_seconds=0.2)
+    for _ in range(MAX_CONCURRENT_CHECKS):  # every check in flight is stuck on a stalled Redis
+        await budgets._in_flight.acquire()
+    async with asyncio.timeout(30):  # not a speed bound: without it a wait for a free check never ends
+        with pytest.raises(ServiceUnavailable, match="budget cannot be checked"):
+            await budgets.reserve(tenant_name, "queued", CENT)
 
 
 @pytest.mark.anyio
