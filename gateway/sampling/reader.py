@@ -1,10 +1,15 @@
-"""Reading samples and probe results back from Redis, newest first up to a limit, returned oldest first."""
+"""Reading samples and probe results back from Redis, newest first up to a limit, returned oldest first.
+
+A report reads up to 200,000 entries: each page is parsed in a worker thread, so a read of that size
+does not hold the event loop (and the requests it serves) for seconds.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
+import anyio
 import structlog
 from redis.asyncio import Redis
 
@@ -57,14 +62,9 @@ class SampleReader:
             page = await self._redis.xrevrange(key, max=high, min=low, count=wanted)
             if not page:
                 break
-            for _, fields in page:
-                if not fields:
-                    skipped += 1
-                    continue
-                try:
-                    found.append(parse(fields))
-                except (KeyError, ValueError):
-                    skipped += 1
+            parsed, unreadable = await anyio.to_thread.run_sync(_parse_page, page, parse)
+            found.extend(parsed)
+            skipped += unreadable
             last_id = page[-1][0]
             high = f"({last_id.decode() if isinstance(last_id, bytes) else last_id}"
             if len(page) < wanted:
@@ -73,3 +73,20 @@ class SampleReader:
             log.warning("sampling_entries_unreadable", key=key, skipped=skipped)
         found.reverse()
         return found
+
+
+def _parse_page(
+    page: Sequence[Any], parse: Callable[[Mapping[bytes | str, bytes | str]], T]
+) -> tuple[list[T], int]:
+    """The entries of one ``XREVRANGE`` page that parse, and how many did not."""
+    found: list[T] = []
+    skipped = 0
+    for _, fields in page:
+        if not fields:
+            skipped += 1
+            continue
+        try:
+            found.append(parse(fields))
+        except (KeyError, ValueError):
+            skipped += 1
+    return found, skipped

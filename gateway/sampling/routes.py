@@ -3,13 +3,18 @@
 
 The gateway supplies the seams: ``require_admin(request)`` and ``get_redis(request)``, and optionally
 ``get_config(request)`` (the current ``SamplingConfig``, for buckets and boundary settings).
+
+A report covers up to 200,000 samples: parsing them, building the report and rendering it run in worker
+threads, never on the event loop that serves the gateway's requests.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 
+import anyio
 import orjson
 from fastapi import APIRouter, Depends, Request, Response
 from redis.asyncio import Redis
@@ -53,8 +58,10 @@ def admin_router(
             raise InvalidRequest(f"invalid since: {exc}", param="since") from exc
         report = await read_report(reader, model=model, since=start, until=now, config=config)
         if format == "html":
-            return Response(render_html(report), media_type="text/html; charset=utf-8")
-        return Response(orjson.dumps(report_document(report)), media_type="application/json")
+            page = await anyio.to_thread.run_sync(render_html, report)
+            return Response(page, media_type="text/html; charset=utf-8")
+        document = await anyio.to_thread.run_sync(_json, report)
+        return Response(document, media_type="application/json")
 
     return router
 
@@ -65,4 +72,9 @@ async def read_report(
     since_ms, until_ms = int(since * 1000), int(until * 1000) + 1
     signals = await reader.samples(model, since_ms=since_ms, until_ms=until_ms)
     probes = await reader.probes(model, since_ms=since_ms, until_ms=until_ms)
-    return build_report(signals, probes, model=model, since=since, until=until, config=config)
+    build = partial(build_report, signals, probes, model=model, since=since, until=until, config=config)
+    return await anyio.to_thread.run_sync(build)
+
+
+def _json(report: BehaviourReport) -> bytes:
+    return orjson.dumps(report_document(report))

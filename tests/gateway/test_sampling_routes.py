@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -10,13 +12,16 @@ from fastapi import FastAPI, Request
 
 from gateway.errors import AuthenticationFailed, GatewayError
 from gateway.routes import render_gateway_error
+from gateway.sampling import routes
 from gateway.sampling.config import SamplingConfig
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.needle import ProbeResult
 from gateway.sampling.routes import admin_router
+from gateway.sampling.signals import Signal
 from tests.gateway.test_sampling_factories import planted_signals
 
 ADMIN = {"x-admin-key": "sesame"}
+T = TypeVar("T")
 
 
 async def require_admin(request: Request) -> None:
@@ -110,3 +115,29 @@ async def test_report_route_of_an_unknown_model_is_empty(
     body = (await get(make_app(redis_client, seeded[0]), "/admin/probes/report?model=nope")).json()
     assert body["samples"] == 0 and body["boundary"] is None
     assert all(bucket["count"] == 0 for bucket in body["buckets"])
+
+
+@pytest.mark.anyio
+async def test_report_route_parses_builds_and_renders_off_the_event_loop(
+    redis_client: aioredis.Redis, seeded: tuple[SamplingConfig, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Up to 200K samples: parsing them, the report and its rendering must not hold the event loop."""
+    ran_on: dict[str, set[int]] = {}
+
+    def on_thread_of(name: str, work: Callable[..., T]) -> Callable[..., T]:
+        def wrapped(*args: Any, **kwargs: Any) -> T:
+            ran_on.setdefault(name, set()).add(threading.get_ident())
+            return work(*args, **kwargs)
+
+        return wrapped
+
+    monkeypatch.setattr(Signal, "from_fields", on_thread_of("parse", Signal.from_fields))
+    monkeypatch.setattr(routes, "build_report", on_thread_of("build", routes.build_report))
+    monkeypatch.setattr(routes, "render_html", on_thread_of("html", routes.render_html))
+    monkeypatch.setattr(routes, "report_document", on_thread_of("json", routes.report_document))
+    app = make_app(redis_client, seeded[0])
+    for fmt in ("json", "html"):
+        response = await get(app, f"/admin/probes/report?model=gpt-5.4&format={fmt}")
+        assert response.status_code == 200, response.text
+    assert set(ran_on) == {"parse", "build", "html", "json"}
+    assert all(threading.get_ident() not in threads for threads in ran_on.values()), ran_on
