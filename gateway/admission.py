@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from gateway.ledger import Budgets, Reservation
-from gateway.metering import PROBE_TENANT
 from gateway.record import RequestRecord
 from gateway.runtime import Runtime
+from gateway.sampling.config import PROBE_TENANT
 from gateway.sampling.decide import trusted_probe
 
 

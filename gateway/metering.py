@@ -22,7 +22,6 @@ from gateway.tokens.counter import TokenCounter
 from gateway.types import Usage
 
 DEFAULT_MAX_OUTPUT_TOKENS = 4_096
-PROBE_TENANT = "probe"
 
 
 def max_cost_nanos(model: ModelConfig | None, input_tokens: int, body: Mapping[str, Any]) -> int:

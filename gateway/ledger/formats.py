@@ -52,10 +52,6 @@ def event_values(event: CostEvent) -> tuple[str | int | bool | None, ...]:
     )  # fmt: skip
 
 
-def event_row(event: CostEvent) -> Row:
-    return dict(zip(EVENT_COLUMNS, event_values(event), strict=True))
-
-
 def counters_row(counters: Counters) -> Row:
     return {
         "requests": counters.requests,

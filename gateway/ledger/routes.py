@@ -17,7 +17,14 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from gateway.errors import InvalidRequest
-from gateway.ledger.formats import FORMATS, MEDIA_TYPES, counters_row, encode_events, encode_summary
+from gateway.ledger.formats import (
+    FORMATS,
+    MEDIA_TYPES,
+    counters_row,
+    encode_events,
+    encode_summary,
+    summary_rows,
+)
 from gateway.ledger.period import Period, iso_time
 from gateway.ledger.reader import LedgerReader, TenantUsage
 from gateway.ledger.summary import GROUPS, GroupBy, summarize, total
@@ -84,7 +91,7 @@ def admin_router(
             "from": iso_time(period.start_ms),
             "to": iso_time(period.end_ms),
             "group_by": group,
-            "data": [{group: row.key, **counters_row(row.counters)} for row in rows],
+            "data": summary_rows(rows, group_by=group),
             "total": counters_row(total(rows)),
         }
         return Response(orjson.dumps(body), media_type="application/json")

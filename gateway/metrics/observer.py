@@ -21,8 +21,6 @@ if TYPE_CHECKING:
 
 OTHER = "other"
 """The model label of names that are not in the config: clients choose them, so they are not labels."""
-MAIN = "request"
-"""The ``kind`` label of a request's own upstream call (side calls carry theirs: summary, embeddings)."""
 
 
 class RequestMetrics:

@@ -16,13 +16,6 @@ class SignalSink(Protocol):
     def record(self, signal: Signal) -> None: ...
 
 
-class NullSink:
-    """Where signals go when sampling has no store: nowhere."""
-
-    def record(self, signal: Signal) -> None:
-        return None
-
-
 class Sampler:
     """An ``Observer`` (``gateway.record``). ``config`` is read per request, so a reload applies at once."""
 

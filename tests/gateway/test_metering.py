@@ -19,8 +19,9 @@ import redis.asyncio as aioredis
 from gateway.config import GatewayConfig
 from gateway.ledger import CostEvent, Ledger, LedgerReader, Period
 from gateway.ledger.schema import LedgerConfig
-from gateway.metering import DEFAULT_MAX_OUTPUT_TOKENS, PROBE_TENANT, LedgerRecorder, max_cost_nanos
+from gateway.metering import DEFAULT_MAX_OUTPUT_TOKENS, LedgerRecorder, max_cost_nanos
 from gateway.record import RequestRecord, SideCall
+from gateway.sampling.config import PROBE_TENANT
 from gateway.types import Tenant, Usage
 from tests.factories import make_config, shared_counter
 
