@@ -77,14 +77,14 @@ class GatewayMetrics:
                 "set it before the process starts (gateway serve does)"
             )
         self.multiproc_dir = multiproc_dir
+        self._spool = SpoolCollector(spool_dir)
         self._registry: CollectorRegistry | None = None
-        if multiproc_dir is not None:
+        if multiproc_dir is not None:  # render() adds the spool to each scrape's registry
             multiproc_dir.mkdir(parents=True, exist_ok=True)
         else:
             self._registry = CollectorRegistry(auto_describe=True)
-            self._registry.register(SpoolCollector(spool_dir))
+            self._registry.register(self._spool)
         self.families: Families = build_families(self._registry)
-        self._spool = SpoolCollector(spool_dir)
         self._read_state = read_state
         self._refresh_seconds = refresh_seconds
         self._task: asyncio.Task[None] | None = None
