@@ -125,8 +125,8 @@ async def open_gateway(
     background = Background()
     stack.push_async_callback(background.aclose)
     observers = (
+        recorder,  # first: it prices the request, and the log line carries that cost
         RequestLog(),
-        recorder,
         Sampler(samples, config=live.sampling),
         request_metrics,
     )

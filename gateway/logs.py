@@ -8,6 +8,7 @@ import sys
 import orjson
 import structlog
 
+from gateway.money import usd
 from gateway.record import RequestRecord
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
@@ -36,7 +37,8 @@ def configure_logging(level: str = "info", fmt: str = "json") -> None:
 
 
 class RequestLog:
-    """One log line per request. Never prompt text, keys or Authorization headers: only the record."""
+    """One log line per request. Never prompt text, keys or Authorization headers: only the record.
+    Its cost is the ledger's (``record.cost_nanos``): run it after ``LedgerRecorder``."""
 
     def __init__(self) -> None:
         self._log = structlog.get_logger("gateway.request")
@@ -58,6 +60,7 @@ class RequestLog:
             forwarded_tokens=record.forwarded_tokens,
             input_tokens=record.usage.input_tokens if record.usage else None,
             output_tokens=record.usage.output_tokens if record.usage else None,
+            cost_usd=usd(record.cost_nanos) if record.cost_nanos is not None else None,
             upstream_ms=_ms(record.upstream_seconds),
             ttft_ms=_ms(record.first_token_seconds),
             total_ms=_ms(record.total_seconds),

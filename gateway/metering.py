@@ -44,7 +44,8 @@ EventSink = Callable[[CostEvent, str], None]
 
 
 class LedgerRecorder:
-    """An observer (runs after the response): turns a finished request into cost events."""
+    """An observer (runs after the response): turns a finished request into cost events, and sets the
+    record's ``cost_nanos`` to their sum (observers that run after it, the log line, read it)."""
 
     def __init__(
         self,
@@ -60,10 +61,13 @@ class LedgerRecorder:
         self.sinks = list(sinks)
 
     def __call__(self, record: RequestRecord) -> None:
-        for event, kind in self.events(record):
+        events = self.events(record)
+        for event, kind in events:
             self._ledger.record(event)
             for sink in self.sinks:
                 sink(event, kind)
+        if events:
+            record.cost_nanos = sum(event.cost_nanos for event, _ in events)
 
     def events(self, record: RequestRecord) -> list[tuple[CostEvent, str]]:
         """The request's own event (when it reached a model; for a background response still running, when

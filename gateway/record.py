@@ -48,6 +48,9 @@ class RequestRecord:
     confirmed_tokens: int | None = None
     """The provider's own count of the prompt, when the gateway asked for it (near a line)."""
     usage: Usage | None = None
+    cost_nanos: int | None = None
+    """What the request's cost events add up to (its own call and its side calls), set by the ledger's
+    observer (``gateway.metering.LedgerRecorder``) for the log line; None when it recorded none."""
     finish_reason: str | None = None
     upstream_seconds: float | None = None
     first_token_seconds: float | None = None

@@ -13,8 +13,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import redis.asyncio as aioredis
+import respx
+from structlog.testing import capture_logs
 
 from gateway.config import GatewayConfig
 from gateway.ledger import CostEvent, Ledger, LedgerReader, Period
@@ -23,7 +26,8 @@ from gateway.metering import DEFAULT_MAX_OUTPUT_TOKENS, LedgerRecorder, max_cost
 from gateway.record import RequestRecord, SideCall
 from gateway.sampling.config import PROBE_TENANT
 from gateway.types import Tenant, Usage
-from tests.factories import make_config, shared_counter
+from tests.factories import UPSTREAM, chat_body, completion, make_config, shared_counter
+from tests.gateway.test_metrics import metered_client
 
 
 def gateway_config() -> GatewayConfig:
@@ -246,6 +250,7 @@ async def test_recorder_side_calls_become_events_numbered_per_kind_under_the_req
     assert request_total == events["req_side"].counterfactual_nanos - sum(
         e.cost_nanos for e in events.values()
     )
+    assert record.cost_nanos == sum(e.cost_nanos for e in events.values())  # for the request's log line
 
 
 @pytest.mark.anyio
@@ -277,5 +282,22 @@ async def test_recorder_bills_a_trusted_probe_to_the_probe_tenant(
 
 @pytest.mark.anyio
 async def test_recorder_ignores_a_request_without_a_tenant(ledger: Ledger) -> None:
-    recorder(ledger)(request(tenant=None, usage=Usage(10, 0, 1)))
+    record = request(tenant=None, usage=Usage(10, 0, 1))
+    recorder(ledger)(record)
     assert ledger.stats().recorded == 0
+    assert record.cost_nanos is None
+
+
+def test_request_log_line_carries_the_ledger_cost_in_usd(tmp_path: Path, redis_url: str) -> None:
+    router = respx.Router(assert_all_called=False)
+    usage = {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100}
+    router.post(f"{UPSTREAM}/chat/completions").mock(
+        return_value=httpx.Response(200, json=completion(usage=usage))
+    )
+    with metered_client(tmp_path, redis_url, router) as client:
+        with capture_logs() as logs:
+            response = client.post("/v1/chat/completions", json=chat_body())
+            assert response.status_code == 200, response.text
+            client.get("/metrics")  # a later request: the first one's observers have run by its answer
+    [line] = [entry for entry in logs if entry["event"] == "request"]
+    assert line["cost_usd"] == "0.004000000"  # 1,000 in at $2.50/M + 100 out at $15.00/M
