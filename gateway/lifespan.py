@@ -22,7 +22,7 @@ from gateway.logs import RequestLog
 from gateway.metering import LedgerRecorder
 from gateway.metrics import GatewayMetrics, RequestMetrics, StateReading
 from gateway.pipeline import Pipeline
-from gateway.redisserver import EmbeddedRedis
+from gateway.redisserver import EmbeddedRedis, embedded_redis_dir
 from gateway.reload import ConfigStore
 from gateway.sampling.config import SamplingConfig
 from gateway.sampling.observer import Sampler
@@ -96,7 +96,7 @@ async def open_gateway(
     live = LiveConfig(store)
     redis_url = settings.redis_url
     if redis_url is None:
-        embedded = EmbeddedRedis(settings.data_dir / "redis")
+        embedded = EmbeddedRedis(embedded_redis_dir(settings.data_dir))
         redis_url = embedded.start()
         stack.callback(embedded.stop)
         log.info("embedded_redis_started", url=redis_url)
@@ -116,7 +116,7 @@ async def open_gateway(
     )
     await metrics.start()
     stack.push_async_callback(metrics.close)
-    request_metrics = RequestMetrics(metrics.families, config=live.config, exposition=metrics)
+    request_metrics = RequestMetrics(metrics.families, config=live.config)
     recorder = LedgerRecorder(
         ledger, config=live.config, counter=live.counter, sinks=[request_metrics.count_event]
     )
@@ -147,4 +147,5 @@ async def open_gateway(
         ledger=ledger,
         reader=LedgerReader(redis, keys=ledger.keys, budget_of=live.budget_of),
         samples=samples,
+        metrics=metrics,
     )

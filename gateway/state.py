@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import redis.asyncio as aioredis
 
 from gateway.ledger import Ledger, LedgerReader
+from gateway.metrics.exposition import GatewayMetrics
 from gateway.pipeline import Pipeline
 from gateway.reload import ConfigStore
 from gateway.sampling.store import SampleWriter
@@ -24,3 +25,4 @@ class GatewayState:
     ledger: Ledger
     reader: LedgerReader
     samples: SampleWriter
+    metrics: GatewayMetrics

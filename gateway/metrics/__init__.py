@@ -12,7 +12,7 @@ from __future__ import annotations
 from gateway.metrics.exposition import GatewayMetrics, SpoolCollector, StateReading
 from gateway.metrics.families import Families, build_families
 from gateway.metrics.observer import RequestMetrics
-from gateway.metrics.route import metrics_of, scrape
+from gateway.metrics.route import scrape
 
 __all__ = [
     "Families",
@@ -21,6 +21,5 @@ __all__ = [
     "SpoolCollector",
     "StateReading",
     "build_families",
-    "metrics_of",
     "scrape",
 ]

@@ -8,7 +8,7 @@ its sinks), so a request is priced once and the metrics and the ledger never dis
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gateway.config import GatewayConfig
 from gateway.ledger import CostEvent
@@ -16,25 +16,13 @@ from gateway.metrics.families import Families
 from gateway.money import NANOS_PER_USD
 from gateway.record import RequestRecord
 
-if TYPE_CHECKING:
-    from gateway.metrics.exposition import GatewayMetrics
-
 OTHER = "other"
 """The model label of names that are not in the config: clients choose them, so they are not labels."""
 
 
 class RequestMetrics:
-    """``exposition``: the process's metrics these families belong to, which ``GET /metrics`` renders."""
-
-    def __init__(
-        self,
-        families: Families,
-        *,
-        config: Callable[[], GatewayConfig],
-        exposition: GatewayMetrics | None = None,
-    ) -> None:
+    def __init__(self, families: Families, *, config: Callable[[], GatewayConfig]) -> None:
         self.families = families
-        self.exposition = exposition
         self._config = config
         self._children: dict[tuple[object, ...], Any] = {}
 

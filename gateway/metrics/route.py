@@ -9,18 +9,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.errors import AuthenticationFailed, RouteNotFound
-from gateway.metrics.exposition import GatewayMetrics
-from gateway.metrics.observer import RequestMetrics
+from gateway.errors import AuthenticationFailed
 from gateway.routes import state_of
-from gateway.state import GatewayState
-
-
-def metrics_of(state: GatewayState) -> GatewayMetrics:
-    for observer in state.pipeline.observers:
-        if isinstance(observer, RequestMetrics) and observer.exposition is not None:
-            return observer.exposition
-    raise RouteNotFound("Unknown request URL: GET /metrics. Metrics are not enabled in this gateway.")
 
 
 async def scrape(request: Request) -> Response:
@@ -30,7 +20,7 @@ async def scrape(request: Request) -> Response:
         presented = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
         if not hmac.compare_digest(presented.encode(), key.encode()):
             raise AuthenticationFailed("Incorrect or missing metrics key.")
-    metrics = metrics_of(state)
+    metrics = state.metrics
     metrics.refresh()  # this worker's gauges as of now; the others' as of their last refresh
     body = await anyio.to_thread.run_sync(metrics.render)
     return Response(body, media_type=CONTENT_TYPE_LATEST)

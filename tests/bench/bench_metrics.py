@@ -56,7 +56,7 @@ def measure(calls: int, directory: Path) -> dict[str, tuple[float, float]]:
         read_state=lambda: StateReading(0, 0, 0, False),
     )
     ledger = Ledger(aioredis.Redis(), spool_dir=directory / "spool")  # never started: not used by pricing
-    observe = RequestMetrics(metrics.families, config=lambda: config, exposition=metrics)
+    observe = RequestMetrics(metrics.families, config=lambda: config)
     recorder = LedgerRecorder(
         ledger, config=lambda: config, counter=shared_counter, sinks=[observe.count_event]
     )

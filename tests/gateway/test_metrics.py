@@ -226,7 +226,7 @@ async def test_request_metrics_split_savings_from_what_saving_cost(
     recorder = LedgerRecorder(
         Ledger(redis_client, spool_dir=tmp_path / "spool"), config=lambda: config, counter=shared_counter
     )
-    observe = RequestMetrics(metrics.families, config=lambda: config, exposition=metrics)
+    observe = RequestMetrics(metrics.families, config=lambda: config)
     record = RequestRecord(request_id="r1", endpoint="chat", tenant=Tenant("acme", "k"))
     record.requested_model = record.called_model = "gpt-5.4"
     record.action, record.status, record.prompt_tokens = action, 200, prompt_tokens
