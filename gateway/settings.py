@@ -35,6 +35,19 @@ class Settings(BaseSettings):
     http_transport: Literal["aiohttp", "httpx"] = Field(
         default="aiohttp", description="upstream HTTP transport under httpx (aiohttp measured faster)"
     )
+    max_header_bytes: int = Field(
+        default=65536, ge=1024, description="bytes a request head (request line and headers) may take"
+    )
+    max_headers: int = Field(default=100, ge=1, description="headers a request may have")
+    header_timeout: float = Field(
+        default=10.0, gt=0, description="seconds a request head may take to arrive, from its first byte"
+    )
+    body_timeout: float = Field(
+        default=30.0, gt=0, description="seconds a request body may go without sending a byte"
+    )
+    keepalive_timeout: float = Field(
+        default=5.0, gt=0, description="seconds an idle keep-alive connection stays open between requests"
+    )
     reload_interval: float = Field(default=2.0, gt=0, description="seconds between config file checks")
     metrics_dir: Path | None = Field(
         default=None,

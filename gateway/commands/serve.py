@@ -1,5 +1,8 @@
 """``gateway serve``: run the gateway with uvicorn (uvloop, httptools), N worker processes.
 
+HTTP is ``gateway.server_protocol``: uvicorn's httptools protocol with limits on request heads (size,
+count) and timeouts for heads and bodies that stop arriving; idle keep-alive is uvicorn's own timeout.
+
 Every option is also an environment variable (``GATEWAY_<OPTION>``). Without a Redis URL an embedded Redis
 server is started here, in the serving process, so that all workers share it; it stops last, on exit.
 
@@ -25,6 +28,7 @@ from pydantic import ValidationError
 
 from gateway.configfile import ConfigError, load_config
 from gateway.redisserver import EmbeddedRedis, embedded_redis_dir
+from gateway.server_protocol import GuardedHttpToolsProtocol
 from gateway.settings import Settings
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -44,6 +48,11 @@ OPTIONS = (
     "data_dir",
     "workers",
     "graceful_timeout",
+    "max_header_bytes",
+    "max_headers",
+    "header_timeout",
+    "body_timeout",
+    "keepalive_timeout",
 )
 
 
@@ -73,6 +82,29 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         action=Given,
         default=Settings.model_fields["graceful_timeout"].default,
         help="seconds in-flight requests and streams get on shutdown [GATEWAY_GRACEFUL_TIMEOUT, 30]",
+    )
+    parser.add_argument(
+        "--max-header-bytes",
+        type=int,
+        help="bytes a request head may take; more: 431 [GATEWAY_MAX_HEADER_BYTES, 65536]",
+    )
+    parser.add_argument(
+        "--max-headers", type=int, help="headers a request may have; more: 431 [GATEWAY_MAX_HEADERS, 100]"
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        help="seconds a request head may take to arrive; then 408 [GATEWAY_HEADER_TIMEOUT, 10]",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=float,
+        help="seconds a request body may send nothing; then the connection closes [GATEWAY_BODY_TIMEOUT, 30]",
+    )
+    parser.add_argument(
+        "--keepalive-timeout",
+        type=float,
+        help="seconds an idle keep-alive connection stays open [GATEWAY_KEEPALIVE_TIMEOUT, 5]",
     )
     parser.set_defaults(handler=run, given=frozenset())
 
@@ -125,7 +157,8 @@ def run(args: argparse.Namespace) -> int:
             port=settings.port,
             workers=settings.workers,
             loop="uvloop",
-            http="httptools",
+            http=GuardedHttpToolsProtocol,  # httptools with head limits and timeouts
+            timeout_keep_alive=settings.keepalive_timeout,  # type: ignore[arg-type]  # a float works
             lifespan="on",
             access_log=False,
             log_level=settings.log_level,
