@@ -3,7 +3,9 @@
 ``input`` is a string (one user message) or a list of items. An item is a message (``type: message``,
 or no type but a ``role``), a call (``function_call``, ``custom_tool_call`` and every other type that
 carries a ``call_id`` and does not end in ``_output``), a call's output (a type ending in ``_output``
-with a ``call_id``), a ``reasoning`` item, or anything else the API defines (passed on untouched).
+with a ``call_id``), a ``reasoning`` item, or anything else the API defines (passed on untouched). A
+message or a reasoning item is never a call, whatever fields it carries: a stray ``call_id`` on one
+neither opens a run of calls nor ties it to an output.
 
 A *group* is a run of items that must stay together, in order:
 
@@ -24,6 +26,8 @@ Item = dict[str, Any]
 
 REASONING = "reasoning"
 MESSAGE = "message"
+NEVER_CALLS = frozenset({MESSAGE, REASONING})
+"""Kinds that are not calls even with a ``call_id``."""
 OPAQUE_FIELDS = frozenset({"encrypted_content", "id", "signature"})
 """Fields of an item that mean nothing to counting or a summary: ids and encrypted blobs."""
 
@@ -59,7 +63,8 @@ def is_output(item: Mapping[str, Any]) -> bool:
 
 
 def is_call(item: Mapping[str, Any]) -> bool:
-    return call_id_of(item) is not None and not kind_of(item).endswith("_output")
+    kind = kind_of(item)
+    return call_id_of(item) is not None and kind not in NEVER_CALLS and not kind.endswith("_output")
 
 
 def groups(items: Sequence[Mapping[str, Any]]) -> list[range]:
@@ -75,7 +80,7 @@ def groups(items: Sequence[Mapping[str, Any]]) -> list[range]:
             pass  # the reasoning item before belongs to this one: same group
         else:
             starts.append(index)
-        if call_id is not None and not is_output(item):
+        if call_id is not None and is_call(item):
             calls.setdefault(call_id, index)
     ends = [*starts[1:], len(items)]
     return [range(start, end) for start, end in zip(starts, ends, strict=True)]

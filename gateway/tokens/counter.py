@@ -161,6 +161,8 @@ class TokenCounter:
             image_parts=bound.image_parts(body),
             image_max_tokens=self.profile(model).image_rule.max_tokens,
             has_tools=bound.has_tools(body),
+            reprints=bound.reprints_enum_items(body.get("tools"))
+            or bound.reprints_enum_items(body.get("functions")),
         )
 
     def cannot_reach(self, model: str, body: Mapping[str, Any], *, body_len: int, threshold: int) -> bool:

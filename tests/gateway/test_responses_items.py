@@ -233,3 +233,32 @@ def test_a_turn_is_counted_by_its_content_wherever_it_stands() -> None:
     trimmed = [countable(message) for message in to_view({"input": turns[2:]})]
     assert whole[2:] == trimmed
     assert "_gateway_" not in orjson.dumps(whole).decode()
+
+
+@pytest.mark.parametrize(
+    ("stray", "expected_groups"),
+    [
+        ({**user("run it"), "call_id": "c1"}, [[0], [1, 2], [3]]),
+        ({"role": "user", "content": "run it", "call_id": "c1"}, [[0], [1, 2], [3]]),  # by its role
+        ({**reasoning(1, "plan"), "call_id": "c1"}, [[0, 1, 2], [3]]),  # goes with the call after it
+    ],
+)
+def test_view_a_message_or_reasoning_with_a_call_id_is_not_a_call(
+    stray: dict[str, Any], expected_groups: list[list[int]]
+) -> None:
+    """A stray ``call_id`` made a message a call: the call after it was appended to a message without
+    ``tool_calls`` (``KeyError``), and the message was grouped with that call's output."""
+    body = {"input": [stray, call("c1"), output("c1"), said("done")]}
+    view = to_view(body)
+    assert [message["role"] for message in view][-3:] == ["assistant", "tool", "assistant"]
+    assert view[-3]["tool_calls"] == [
+        {"id": "c1", "type": "function", "function": {"name": "shell", "arguments": '{"cmd": "ls"}'}}
+    ]
+    assert all(a is b for a, b in zip(from_view(body, view), body["input"], strict=True))
+    assert count_responses(shared_counter(), "gpt-5.4", body).total > 0
+    assert [list(group) for group in groups(body["input"])] == expected_groups
+
+
+def test_groups_an_output_is_not_tied_to_a_message_with_its_call_id() -> None:
+    items = [{**user("run it"), "call_id": "c1"}, output("c1")]
+    assert [list(group) for group in groups(items)] == [[0], [1]]

@@ -170,3 +170,19 @@ def test_bound_body_facts() -> None:
 def test_bound_cannot_reach_threshold(counter: TokenCounter, threshold: int, expected: bool) -> None:
     body = {"messages": [{"role": "user", "content": "x"}]}
     assert counter.cannot_reach("gpt-4o", body, body_len=1000, threshold=threshold) is expected
+
+
+@pytest.mark.parametrize("key", ["tools", "functions"])
+def test_bound_covers_tool_enums_of_floats_which_counting_prints_again(
+    counter: TokenCounter, key: str
+) -> None:
+    """``1e9`` is 4 bytes with its comma but ``1000000000.0`` when counted: more than 2 tokens a byte."""
+    enum = ",".join(["1e9"] * 5000)
+    schema = f'{{"type":"object","properties":{{"k":{{"type":"number","enum":[{enum}]}}}}}}'
+    function = f'{{"name":"f","parameters":{schema}}}'
+    tool = f'{{"type":"function","function":{function}}}' if key == "tools" else function
+    raw = f'{{"messages":[{{"role":"user","content":"x"}}],"{key}":[{tool}]}}'.encode()
+    body = orjson.loads(raw)
+    count = counter.count_chat("gpt-4o", body).total
+    assert count > 2 * len(raw)  # what the tools rule alone would allow
+    assert counter.upper_bound("gpt-4o", body, body_len=len(raw)) >= count
