@@ -16,7 +16,19 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
-APPLY_EVENTS = """
+GIVE_BACK = """
+-- Lowers the tenant's held total by a hold just removed (its HDEL answered 1, so never twice), and
+-- never below zero: a total under zero would let the tenant's next requests spend past its budget.
+local function give_back(holds, amount)
+  if redis.call('HINCRBY', holds, 'total', string.format('%d', -tonumber(amount))) < 0 then
+    redis.call('HSET', holds, 'total', 0)
+  end
+end
+"""
+
+APPLY_EVENTS = (
+    GIVE_BACK
+    + """
 -- Applies a chunk of one tenant's events. Per event: the dedup marker (SADD), then, only if it is new,
 -- the stream entry and its time index; counters are summed in Lua and added once per key at the end.
 -- KEYS: 1 holds hash, 2 holds expiry, then 4 per month (seen set, stream, time index, monthly hash),
@@ -44,17 +56,13 @@ local ids, results = {}, {}
 for e = months + 2, #ARGV, 3 do
   ids[#ids + 1] = 'r:' .. ARGV[e]
 end
-local held = redis.call('HMGET', KEYS[1], unpack(ids))
-local released = 0
-for i, amount in ipairs(held) do
-  if amount then
-    released = released + tonumber(amount)
-    redis.call('HDEL', KEYS[1], ids[i])
-    redis.call('ZREM', KEYS[2], string.sub(ids[i], 3))
+for _, id in ipairs(ids) do
+  -- HDEL answers 1 only for the call that removed the hold: an id twice in a chunk gives it back once
+  local amount = redis.call('HGET', KEYS[1], id)
+  if amount and redis.call('HDEL', KEYS[1], id) == 1 then
+    redis.call('ZREM', KEYS[2], string.sub(id, 3))
+    give_back(KEYS[1], amount)
   end
-end
-if released ~= 0 then
-  redis.call('HINCRBY', KEYS[1], 'total', string.format('%d', -released))
 end
 -- sums per (day, model) and per month: {requests, cost, saving, input, cached, output, reasoning}
 local groups, month_sums = {}, {}
@@ -115,8 +123,11 @@ for m = 1, months do
 end
 return results
 """
+)
 
-RESERVE = """
+RESERVE = (
+    GIVE_BACK
+    + """
 -- KEYS: 1 holds hash, 2 holds expiry, 3 daily hash, 4 monthly hash
 -- ARGV: 1 request id, 2 amount, 3 ttl ms, 4 daily limit, 5 monthly limit ('' = none)
 -- Returns {accepted (1/0), refused period or '', day spend, month spend, held before this request}.
@@ -124,9 +135,8 @@ local now = redis.call('TIME')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 for _, rid in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now_ms)) do
   local amount = redis.call('HGET', KEYS[1], 'r:' .. rid)
-  if amount then
-    redis.call('HDEL', KEYS[1], 'r:' .. rid)
-    redis.call('HINCRBY', KEYS[1], 'total', '-' .. amount)
+  if amount and redis.call('HDEL', KEYS[1], 'r:' .. rid) == 1 then
+    give_back(KEYS[1], amount)
   end
   redis.call('ZREM', KEYS[2], rid)
 end
@@ -136,7 +146,7 @@ local held = redis.call('HGET', KEYS[1], 'total') or '0'
 if redis.call('HEXISTS', KEYS[1], 'r:' .. ARGV[1]) == 1 then
   return {1, '', day, month, held}
 end
-local committed = tonumber(held) + tonumber(ARGV[2])
+local committed = math.max(0, tonumber(held)) + tonumber(ARGV[2])
 if ARGV[4] ~= '' and tonumber(day) + committed > tonumber(ARGV[4]) then
   return {0, 'daily', day, month, held}
 end
@@ -150,18 +160,21 @@ redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]) + 60000)
 redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[3]) + 60000)
 return {1, '', day, month, held}
 """
+)
 
-RELEASE = """
+RELEASE = (
+    GIVE_BACK
+    + """
 -- KEYS: 1 holds hash, 2 holds expiry; ARGV: 1 request id. Returns the amount released (0 if none).
 local amount = redis.call('HGET', KEYS[1], 'r:' .. ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
-if not amount then
+if not amount or redis.call('HDEL', KEYS[1], 'r:' .. ARGV[1]) == 0 then
   return 0
 end
-redis.call('HDEL', KEYS[1], 'r:' .. ARGV[1])
-redis.call('HINCRBY', KEYS[1], 'total', '-' .. amount)
+give_back(KEYS[1], amount)
 return amount
 """
+)
 
 
 @dataclass(frozen=True, slots=True)
