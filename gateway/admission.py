@@ -1,19 +1,32 @@
 """Step 5, admit: hold the request's maximum cost against its tenant's budget before any upstream call.
 
-The hold is settled by the request's own cost event (the ledger applies both in one step) or released
-when the request fails before it reaches a model. Requests from a trusted probe are billed to the
-``probe`` tenant and take no hold on the caller's budget.
+The hold is the most the request can cost: its call on the most expensive model it may go to (the
+decided one and its fallbacks), every choice's output cap included, plus the side calls its transforms may
+make (the cheap model's summary calls, the embeddings of hybrid retrieval). It is settled by the request's
+own cost event (the ledger applies both in one step) or released when the request fails before it reaches
+a model. Requests from a trusted probe are billed to the ``probe`` tenant and take no hold on the caller's
+budget.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
+from typing import Any
 
+from compressors.summary.settings import DEFAULT_CHUNK_TOKENS, DEFAULT_SUMMARY_MAX_TOKENS, PROMPT_RESERVE
+from gateway.config import GatewayConfig
 from gateway.ledger import Budgets, Reservation
+from gateway.metering import max_cost_nanos
+from gateway.money import nanos_from_usd
+from gateway.passthrough import Grant
+from gateway.pricing import price
 from gateway.record import RequestRecord
-from gateway.runtime import Runtime
+from gateway.runtime import Route, Runtime
 from gateway.sampling.config import PROBE_TENANT
 from gateway.sampling.decide import trusted_probe
+from gateway.types import Usage
+from policies import Decision
 
 
 class Hold:
@@ -47,3 +60,49 @@ class Hold:
         """The request ends without a cost event of its own: give the held amount back."""
         reservation, self._reservation = self._reservation, None
         await self._budgets.release(reservation)
+
+
+def ceiling_nanos(
+    runtime: Runtime,
+    requested: str,
+    decision: Decision | None,
+    tokens: int,
+    caps: Mapping[str, Any],
+) -> int:
+    """The most a chat or Responses request of ``tokens`` input tokens can cost (see the module docstring)."""
+    names = {route.public_model for route in runtime.candidates(requested)}
+    if decision is not None:
+        names.update(route.public_model for route in runtime.candidates(decision.model))
+    models = runtime.config.models
+    call = max((max_cost_nanos(models.get(name), tokens, caps) for name in names), default=0)
+    return call + transforms_ceiling_nanos(runtime.config, decision, tokens)
+
+
+def transforms_ceiling_nanos(config: GatewayConfig, decision: Decision | None, tokens: int) -> int:
+    """The most the side calls of ``decision``'s transforms can cost: a summary of everything in chunks
+    (each chunk's summary, then merges, each call at most ``summary_max_tokens`` out), and embeddings of
+    the whole prompt twice over (chunks with their overlaps, and the question)."""
+    if decision is None or not decision.transforms:
+        return 0
+    settings = decision.compress
+    cheap = config.models.get(settings.cheap_model or decision.model)
+    calls = 2 * math.ceil(tokens / (settings.chunk_tokens or DEFAULT_CHUNK_TOKENS)) + 1
+    summary = Usage(
+        input_tokens=tokens + calls * (PROMPT_RESERVE + DEFAULT_SUMMARY_MAX_TOKENS),
+        output_tokens=calls * DEFAULT_SUMMARY_MAX_TOKENS,
+    )
+    total = price(summary, cheap.pricing).total_nanos if cheap and cheap.pricing else 0
+    embedder = decision.retrieve.embedding_model if decision.retrieve.hybrid else None
+    embedding = config.models.get(embedder) if embedder else None
+    if embedding is not None:
+        total += max_cost_nanos(embedding, 2 * tokens, {}, output=False)
+    return total
+
+
+def passthrough_ceiling_nanos(
+    grant: Grant, route: Route, body_len: int, body: Mapping[str, Any] | None
+) -> int:
+    """A passthrough call: its entry's hold, or what its body's model can cost on that many bytes (one
+    token per byte at most, plus the output cap), whichever is more, plus its price per call."""
+    by_model = max_cost_nanos(route.model, body_len, body) if body is not None else 0
+    return max(nanos_from_usd(grant.route.hold_usd), by_model) + nanos_from_usd(grant.route.price_usd)

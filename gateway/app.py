@@ -19,6 +19,7 @@ from gateway.ledger import routes as ledger_routes
 from gateway.lifespan import open_gateway
 from gateway.logs import configure_logging
 from gateway.metrics import scrape as scrape_metrics
+from gateway.paths import PathGuard
 from gateway.responses import routes as responses_routes
 from gateway.sampling import routes as sampling_routes
 from gateway.sampling.config import SamplingConfig
@@ -54,6 +55,7 @@ def create_app(
         title="LLM cost gateway", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
     )
     mount_routes(app)
+    app.add_middleware(PathGuard)
     app.add_exception_handler(GatewayError, routes.render_gateway_error)
     app.add_exception_handler(StarletteHTTPException, routes.render_http_error)
     app.add_exception_handler(Exception, routes.render_unexpected)
@@ -96,7 +98,7 @@ def mount_routes(app: FastAPI) -> None:
             require_admin=routes.require_admin, get_redis=routes.redis_of, get_config=_sampling
         )
     )
-    # last: any other /v1/* path goes to the provider of the body's model
+    # last: any other /v1/* path, forwarded only when the config's passthrough list names it
     add("/v1/{path:path}", routes.passthrough, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
-from gateway.errors import InvalidRequest, MalformedJSON, PayloadTooLarge
+from gateway.errors import ClientClosedRequest, InvalidRequest, MalformedJSON, PayloadTooLarge
 
 JsonObject = dict[str, Any]
 
@@ -31,11 +31,14 @@ async def read_body(request: Request, limit: int) -> bytes:
         raise _too_large(limit)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(limit)
+            chunks.append(chunk)
+    except ClientDisconnect as exc:
+        raise ClientClosedRequest("The client closed the connection before sending its whole body.") from exc
     return b"".join(chunks)
 
 
@@ -52,6 +55,12 @@ def json_object(content: bytes) -> JsonObject | None:
     return data if isinstance(data, dict) else None
 
 
+MAX_DEPTH = 254
+"""The deepest nesting (containers within containers) orjson can write again. The gateway re-serialises
+what it changes (a compressed prompt, a model alias, the usage option of a stream) and what it hashes or
+counts, so a body nested deeper is refused up front rather than failing half way."""
+
+
 def parse_object(raw: bytes) -> JsonObject:
     if not raw:
         raise MalformedJSON("The request body is empty; a JSON object was expected.")
@@ -63,7 +72,22 @@ def parse_object(raw: bytes) -> JsonObject:
         raise InvalidRequest(
             f"The request body must be a JSON object, not {_kind(data)}.", code="invalid_type"
         )
+    _check_depth(raw, data)
     return data
+
+
+def _check_depth(raw: bytes, data: JsonObject) -> None:
+    """No more brackets than ``MAX_DEPTH`` cannot nest deeper (two C scans of the bytes); otherwise a
+    serialisation, which fails exactly where a later one would."""
+    if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
+        return
+    try:
+        orjson.dumps(data)
+    except orjson.JSONEncodeError as exc:
+        raise InvalidRequest(
+            f"The request body nests JSON deeper than {MAX_DEPTH} levels, more than the gateway handles.",
+            code="nesting_too_deep",
+        ) from exc
 
 
 def require_model(body: JsonObject) -> str:

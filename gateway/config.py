@@ -51,6 +51,10 @@ class ProviderConfig(_Strict):
         "confirmed with it",
     )
     input_tokens_timeout: float = Field(default=3.0, gt=0, description="seconds to wait for that count")
+    organization: str | None = Field(
+        default=None, description="sent as OpenAI-Organization; clients cannot choose it"
+    )
+    project: str | None = Field(default=None, description="sent as OpenAI-Project; clients cannot choose it")
 
     @field_validator("base_url")
     @classmethod
@@ -102,6 +106,11 @@ class TenantConfig(_Strict):
     allow_passthrough: bool = Field(
         default=False, description="may opt out of policies per request with x-gateway-policy: passthrough"
     )
+    allow_unknown_responses: bool = Field(
+        default=False,
+        description="may name response ids the gateway never saw this tenant create (by-id routes and "
+        "previous_response_id); other tenants' ids are refused regardless",
+    )
     budget: BudgetConfig | None = None
 
     def key_hashes(self) -> tuple[str, ...]:
@@ -114,6 +123,65 @@ def key_digest(key: str) -> str | None:
     if key.startswith(KEY_HASH_PREFIX):
         return key.removeprefix(KEY_HASH_PREFIX).lower()
     return hash_key(key) if key else None
+
+
+PASSTHROUGH_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+SHARED_OBJECTS = frozenset(
+    {
+        "assistants",
+        "batches",
+        "containers",
+        "conversations",
+        "evals",
+        "files",
+        "fine_tuning",
+        "threads",
+        "uploads",
+        "vector_stores",
+    }
+)
+"""First path segments of objects the provider keeps for its whole account, which every tenant using the
+same provider key would share: a route to them must name the tenants granted them."""
+
+
+class PassthroughRoute(_Strict):
+    """An upstream path the gateway forwards as it is, for the routes it does not serve itself."""
+
+    path: str = Field(
+        description="under /v1, e.g. /moderations; '*' matches one path segment, a final '/**' any number"
+    )
+    methods: tuple[Literal["GET", "POST", "PUT", "PATCH", "DELETE"], ...] = ("POST",)
+    provider: str | None = Field(
+        default=None, description="where to send it; unset: the provider of the JSON body's model"
+    )
+    tenants: tuple[str, ...] | None = Field(
+        default=None, description="who may call it; unset: every tenant (not allowed for shared objects)"
+    )
+    hold_usd: Decimal = Field(
+        default=Decimal(0),
+        ge=0,
+        decimal_places=6,
+        description="the budget hold of one call, when the body's model does not price it",
+    )
+    price_usd: Decimal = Field(
+        default=Decimal(0), ge=0, decimal_places=6, description="billed per call, on top of reported usage"
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _pattern(cls, value: str) -> str:
+        segments = value.strip("/").split("/")
+        if not value.startswith("/") or not all(segments):
+            raise ValueError("path must start with / and have no empty segments")
+        if any(segment in (".", "..") or "%" in segment or "\\" in segment for segment in segments):
+            raise ValueError("path must not hold dot segments, escapes or backslashes")
+        if "**" in segments[:-1] or any("*" in s and s not in ("*", "**") for s in segments):
+            raise ValueError("'*' must be a whole segment, and '**' only the last one")
+        return "/" + "/".join(segments)
+
+    @property
+    def shared_objects(self) -> bool:
+        return self.path.strip("/").split("/")[0] in SHARED_OBJECTS
 
 
 class Limits(_Strict):
@@ -129,6 +197,9 @@ class GatewayConfig(_Strict):
     limits: Limits = Limits()
     ledger: LedgerConfig = LedgerConfig()
     counting: CountingConfig = CountingConfig()
+    passthrough: tuple[PassthroughRoute, ...] = Field(
+        default=(), description="other /v1/* paths forwarded as they are; none by default"
+    )
 
     @model_validator(mode="after")
     def _references(self) -> GatewayConfig:
@@ -161,6 +232,8 @@ def reference_problems(config: GatewayConfig) -> list[tuple[Loc, str]]:
         for index, fallback in enumerate(model.fallbacks):
             if fallback not in config.models:
                 problems.append((("models", name, "fallbacks", index), f"unknown model {fallback!r}"))
+    for index, route in enumerate(config.passthrough):
+        problems.extend(_passthrough_problems(config, index, route))
     seen: dict[str, str] = {}
     for tenant_name, tenant in config.tenants.items():
         for index, key in enumerate(tenant.keys):
@@ -172,6 +245,27 @@ def reference_problems(config: GatewayConfig) -> list[tuple[Loc, str]]:
                 problems.append(
                     (("tenants", tenant_name, "keys", index), f"a key is shared with tenant {owner!r}")
                 )
+    return problems
+
+
+def _passthrough_problems(
+    config: GatewayConfig, index: int, route: PassthroughRoute
+) -> list[tuple[Loc, str]]:
+    where: Loc = ("passthrough", index)
+    problems: list[tuple[Loc, str]] = []
+    if route.provider is not None and route.provider not in config.providers:
+        problems.append(((*where, "provider"), f"unknown provider {route.provider!r}"))
+    for number, tenant in enumerate(route.tenants or ()):
+        if tenant not in config.tenants:
+            problems.append(((*where, "tenants", number), f"unknown tenant {tenant!r}"))
+    if route.shared_objects and route.tenants is None:
+        problems.append(
+            (
+                (*where, "tenants"),
+                f"{route.path} reaches objects every tenant of the provider's account shares: "
+                "name the tenants granted them",
+            )
+        )
     return problems
 
 

@@ -11,9 +11,11 @@ GatewayError (500, api_error)
 │   └── RouteNotFound            code=unknown_url
 ├── PayloadTooLarge (413, invalid_request_error)       code=request_too_large
 ├── BudgetExceeded (429, insufficient_quota)          code=budget_exceeded
+├── ClientClosedRequest (499, client_error)           code=client_disconnected (never sent: nobody listens)
 ├── ServiceUnavailable (503, service_unavailable)
 └── UpstreamError (502, upstream_error)
     ├── UpstreamRejected        a non-retryable upstream answer, passed through as is
+    ├── UpstreamInvalidAnswer   code=upstream_invalid_response: a success that is not the JSON it must be
     └── UpstreamExhausted       every attempt and fallback failed; causes attached
 """
 
@@ -100,6 +102,15 @@ class BudgetExceeded(GatewayError):
     default_code = "budget_exceeded"
 
 
+class ClientClosedRequest(GatewayError):
+    """The client went away before the gateway had its request: counted as the client's doing (499, as
+    nginx logs it), not as a failure of the gateway."""
+
+    status_code = 499
+    error_type = "client_error"
+    default_code = "client_disconnected"
+
+
 class ServiceUnavailable(GatewayError):
     status_code = 503
     error_type = "service_unavailable"
@@ -123,13 +134,33 @@ class UpstreamRejected(UpstreamError):
         return self.raw_body
 
 
-class UpstreamExhausted(UpstreamError):
-    """Every attempt on every candidate failed. The last upstream answer, if any, is passed through."""
+class UpstreamInvalidAnswer(UpstreamError):
+    """The upstream said success, but its body is not the JSON object the call must return.
+    ``timed_out``: the attempts before it that timed out (``gateway.upstream.TimedOut``)."""
 
-    def __init__(self, message: str, causes: Sequence[BaseException], last: UpstreamRejected | None) -> None:
+    default_code = "upstream_invalid_response"
+
+    def __init__(self, message: str, *, timed_out: Sequence[object] = ()) -> None:
+        super().__init__(message)
+        self.timed_out = tuple(timed_out)
+
+
+class UpstreamExhausted(UpstreamError):
+    """Every attempt on every candidate failed. The last upstream answer, if any, is passed through.
+    ``timed_out``: the attempts among them that timed out (``gateway.upstream.TimedOut``)."""
+
+    def __init__(
+        self,
+        message: str,
+        causes: Sequence[BaseException],
+        last: UpstreamRejected | None,
+        *,
+        timed_out: Sequence[object] = (),
+    ) -> None:
         super().__init__(message, code="upstream_unavailable")
         self.causes = tuple(causes)
         self.last = last
+        self.timed_out = tuple(timed_out)
         if last is not None:
             self.status_code = last.status_code
 

@@ -14,6 +14,9 @@ from functools import partial
 import redis.asyncio as aioredis
 import structlog
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from gateway.background import Background
 from gateway.config import GatewayConfig
@@ -56,11 +59,22 @@ class LiveConfig:
 
 
 def redis_pool(url: str) -> aioredis.BlockingConnectionPool:
-    """Requests wait for a free connection rather than fail when many budget checks run at once."""
+    """Requests wait for a free connection rather than fail when many budget checks run at once. A
+    command that meets a dropped connection (pooled before Redis restarted) is tried once more on a new
+    one, so that the first requests after Redis is back do not fail on connections it closed."""
     pool: aioredis.BlockingConnectionPool = aioredis.BlockingConnectionPool.from_url(
-        url, max_connections=128, timeout=5, socket_timeout=5, socket_connect_timeout=2
+        url,
+        max_connections=128,
+        timeout=5,
+        socket_timeout=5,
+        socket_connect_timeout=2,
+        retry=stale_connection_retry(),
     )
     return pool
+
+
+def stale_connection_retry() -> Retry:
+    return Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
 
 
 def redis_client(url: str, *, cluster: bool) -> aioredis.Redis:
@@ -70,7 +84,7 @@ def redis_client(url: str, *, cluster: bool) -> aioredis.Redis:
     if not cluster:
         return aioredis.Redis(connection_pool=redis_pool(url))
     client = RedisCluster.from_url(
-        url, max_connections=128, socket_timeout=5, socket_connect_timeout=2
+        url, max_connections=128, socket_timeout=5, socket_connect_timeout=2, retry=stale_connection_retry()
     )  # per node; budget checks are capped well below this, and an exhausted node fails fast
     # The gateway uses the commands both clients share; its parts are typed against ``Redis``.
     return client  # type: ignore[return-value]

@@ -47,6 +47,7 @@ class RequestLog:
         self._log.info(
             "request",
             request_id=record.request_id,
+            client_request_id=record.client_request_id,
             tenant=record.tenant.name if record.tenant else None,
             endpoint=record.endpoint,
             model=record.requested_model,

@@ -17,23 +17,31 @@ from typing import Any
 from gateway.config import GatewayConfig, ModelConfig
 from gateway.ledger import CostEvent, Ledger
 from gateway.pricing import Cost, price
-from gateway.record import RequestRecord, SideCall
+from gateway.record import TIMEOUT, RequestRecord, SideCall
 from gateway.tokens.counter import TokenCounter
 from gateway.types import Usage
 
 DEFAULT_MAX_OUTPUT_TOKENS = 4_096
 
 
-def max_cost_nanos(model: ModelConfig | None, input_tokens: int, body: Mapping[str, Any]) -> int:
+def max_cost_nanos(
+    model: ModelConfig | None, input_tokens: int, body: Mapping[str, Any], *, output: bool = True
+) -> int:
     """The most a request can cost: its input, plus its output cap (``max_completion_tokens`` /
-    ``max_tokens``, else the model's ``max_output_tokens``, else 4,096), at the tier that input hits."""
+    ``max_tokens``, else the model's ``max_output_tokens``, else 4,096) for each of its ``n`` choices, at
+    the tier that input hits. ``output=False``: a call that produces no tokens (embeddings)."""
     if model is None or model.pricing is None:
         return 0
-    cap = body.get("max_completion_tokens") or body.get("max_tokens")
-    output = (
-        cap if isinstance(cap, int) and cap > 0 else (model.max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS)
-    )
-    return price(Usage(input_tokens=input_tokens, output_tokens=output), model.pricing).total_nanos
+    produced = 0
+    if output and model.kind != "embedding":
+        cap = _positive_int(body.get("max_completion_tokens")) or _positive_int(body.get("max_tokens"))
+        per_choice = cap or model.max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS
+        produced = per_choice * (_positive_int(body.get("n")) or 1)
+    return price(Usage(input_tokens=input_tokens, output_tokens=produced), model.pricing).total_nanos
+
+
+def _positive_int(value: object) -> int | None:
+    return value if type(value) is int and value > 0 else None
 
 
 MAIN_CALL = "request"
@@ -103,6 +111,8 @@ class LedgerRecorder:
                 output_tokens=usage.output_tokens,
             )
             counterfactual = price(unchanged, requested.pricing).total_nanos
+        priced = _priced(usage, cost)
+        priced["cost_nanos"] += record.flat_cost_nanos
         return CostEvent(
             id=record.request_id,
             time_ms=int(record.started_at * 1000),
@@ -112,18 +122,24 @@ class LedgerRecorder:
             model=record.called_model,
             provider=record.provider or "",
             action=record.action,
-            counterfactual_nanos=counterfactual,
+            counterfactual_nanos=counterfactual + record.flat_cost_nanos,
             status=record.status,
             latency_ms=int((record.total_seconds or 0) * 1000),
             stream=record.stream,
-            **_priced(usage, cost),
+            client_request_id=record.client_request_id,
+            **priced,
         )
 
     def side_event(
         self, record: RequestRecord, call: SideCall, config: GatewayConfig, tenant: str, n: int
     ) -> CostEvent:
         assert record.tenant is not None
-        usage = call.usage or Usage(estimated=True)
+        usage = call.usage or Usage(
+            input_tokens=(record.forwarded_tokens or record.prompt_tokens or 0)
+            if call.kind == TIMEOUT
+            else 0,
+            estimated=True,
+        )
         return CostEvent(
             id=f"{record.request_id}:{call.kind}:{n}",
             time_ms=int(time.time() * 1000),
@@ -136,6 +152,7 @@ class LedgerRecorder:
             parent_id=record.parent_id or record.request_id,
             status=call.status,
             latency_ms=int(call.seconds * 1000),
+            client_request_id=record.client_request_id,
             **_priced(usage, cost_of(usage, config.models.get(call.model))),
         )
 

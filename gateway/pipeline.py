@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -17,21 +17,25 @@ from starlette.responses import Response
 
 from gateway import body as bodies
 from gateway import replies
-from gateway.admission import Hold
+from gateway.admission import Hold, ceiling_nanos, passthrough_ceiling_nanos
 from gateway.auth import presented_key
 from gateway.background import Background
 from gateway.body import headers_of
-from gateway.errors import GatewayError, RouteNotFound
+from gateway.errors import ClientClosedRequest, GatewayError
 from gateway.ledger import Budgets
 from gateway.metering import max_cost_nanos
+from gateway.money import nanos_from_usd
+from gateway.passthrough import passthrough_grant, passthrough_route
 from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat, planned_body, with_model
-from gateway.record import Observer, RequestRecord, notify, notify_soon
+from gateway.record import TIMEOUT, Observer, RequestRecord, SideCall, notify, notify_soon
 from gateway.reload import ConfigStore
 from gateway.responses import reply as responses_reply
+from gateway.responses.calls import with_query
 from gateway.responses.chain import chain_notice, route_for_chain, stored_history, with_provider
 from gateway.responses.confirm import Confirm, confirmer
 from gateway.responses.front import RESPONSES, check_responses
 from gateway.responses.memory import ResponseMemory, remembering
+from gateway.responses.ownership import check_references
 from gateway.responses.pending import Settler
 from gateway.runtime import Route, Runtime
 from gateway.sampling.decide import is_probe
@@ -39,16 +43,24 @@ from gateway.sampling.logprobs import LogprobTally
 from gateway.streaming import ChatStreamReader
 from gateway.transforms import CompressorTransforms
 from gateway.types import Tenant
-from gateway.upstream import Exchange, UpstreamPool, send
+from gateway.upstream import Exchange, TimedOut, UpstreamPool, send
+from policies import Decision
 
-_REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
+_CLIENT_REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 
 
-def request_id_for(headers: Mapping[str, str]) -> str:
-    incoming = headers.get("x-request-id")
-    if incoming and _REQUEST_ID.fullmatch(incoming):
-        return incoming
+def new_request_id() -> str:
+    """The gateway's own id of a request: unique, the only key of its cost events, budget hold and dedup."""
     return f"req_{secrets.token_hex(12)}"
+
+
+def client_request_id(headers: Mapping[str, str]) -> str | None:
+    """The client's ``x-request-id``, when it is a plain token: a correlation field only (logged, exported,
+    echoed), never an identity, since agent loops and retrying clients reuse their trace ids."""
+    incoming = headers.get("x-request-id")
+    if incoming and _CLIENT_REQUEST_ID.fullmatch(incoming):
+        return incoming
+    return None
 
 
 class Pipeline:
@@ -78,9 +90,13 @@ class Pipeline:
         return runtime.keyring.resolve(presented_key(headers_of(request)))
 
     def begin(self, request: Request, endpoint: str) -> RequestRecord:
-        record = RequestRecord(request_id=request_id_for(headers_of(request)), endpoint=endpoint)
-        record.probe = is_probe(headers_of(request))
+        headers = headers_of(request)
+        record = RequestRecord(
+            request_id=new_request_id(), endpoint=endpoint, client_request_id=client_request_id(headers)
+        )
+        record.probe = is_probe(headers)
         request.state.request_id = record.request_id
+        request.state.client_request_id = record.client_request_id
         return record
 
     # --- the routes ---------------------------------------------------------------------------------
@@ -105,6 +121,7 @@ class Pipeline:
                 body_for=lambda route: planned_body(raw, plan, route, add_usage=add_usage),
                 incoming_headers=headers_of(request),
                 stream=record.stream,
+                expect_json=not record.stream,
             )
         await self.note_sent(runtime, record, plan, exchange)
         if record.stream:
@@ -127,7 +144,7 @@ class Pipeline:
             record.stream = body.get("stream") is True
             candidates = runtime.candidates(model)
             previous = body.get("previous_response_id")
-            remembered = await self.memory.recall(tenant.name, previous)
+            remembered = await check_references(self.memory, runtime, tenant.name, body)
             stored = stored_history(previous, remembered)
             counted_by = route_for_chain(candidates, remembered) if stored else candidates[0]
             confirm = confirmer(self.pool, counted_by, body, headers_of(request))
@@ -149,6 +166,7 @@ class Pipeline:
                 body_for=lambda route: planned_body(raw, plan, route),
                 incoming_headers=headers_of(request),
                 stream=record.stream,
+                expect_json=not record.stream,
             )
         await self.note_sent(runtime, record, plan, exchange)
         remember = remembering(
@@ -182,12 +200,12 @@ class Pipeline:
         model = record.requested_model
         caps = body if front is CHAT else {"max_completion_tokens": body.get("max_output_tokens")}
 
-        async def admit(tokens: int) -> None:
+        async def admit(tokens: int, decision: Decision | None) -> None:
             await hold.take(
                 runtime,
                 record,
                 headers_of(request),
-                lambda: max_cost_nanos(runtime.config.models.get(model), tokens, caps),
+                lambda: ceiling_nanos(runtime, model, decision, tokens, caps),
             )
 
         plan = await plan_chat(
@@ -205,53 +223,76 @@ class Pipeline:
         )
         self.note_plan(record, plan)
         record.confirmed_tokens = plan.confirmed_tokens
+        # known now for an upstream failure's record (timed-out attempts are billed on them); the exact
+        # counts replace them once a model answered (``note_sent``)
+        record.prompt_tokens = plan.received_tokens
+        decided = plan.decision.tokens if plan.decision is not None else None
+        record.forwarded_tokens = plan.forwarded_tokens if plan.forwarded_tokens is not None else decided
         return plan
 
     async def embeddings(self, request: Request) -> Response:
-        return await self.forward_json(request, "embeddings", "/embeddings", bodies.check_embeddings)
-
-    async def passthrough(self, request: Request, path: str) -> Response:
-        """Other /v1/* routes: sent to the provider of the body's model, when the body names one."""
-        record = self.begin(request, "passthrough")
-        async with self.failing(record):
-            runtime = self.store.current
-            record.tenant = self.authenticate(runtime, request)
-            raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
-            model = _model_of(raw, headers_of(request).get("content-type", ""))
-            if model is None or model not in runtime.routes:
-                raise RouteNotFound(
-                    f"Unknown request URL: {request.method} /v1/{path}. The gateway cannot route it."
-                )
-            record.requested_model = model
-            exchange = await send(
-                self.pool,
-                runtime.candidates(model)[:1],
-                path=f"/{path}",
-                body_for=lambda route: raw,
-                incoming_headers=headers_of(request),
-                stream=False,
-                method=request.method,
-            )
-        self.note_exchange(record, exchange)
-        return self.respond(record, exchange)
-
-    async def forward_json(self, request: Request, endpoint: str, path: str, check: Any) -> Response:
-        record = self.begin(request, endpoint)
-        async with self.failing(record):
+        """``POST /v1/embeddings``: held at the most its input can cost (one token per byte at most)."""
+        record = self.begin(request, "embeddings")
+        hold = Hold(self.budgets)
+        async with self.failing(record, hold):
             runtime = self.store.current
             record.tenant = self.authenticate(runtime, request)
             raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
             body = bodies.parse_object(raw)
-            record.requested_model = check(body)
+            record.requested_model = model = bodies.check_embeddings(body)
+            candidates = runtime.candidates(model)
+            await hold.take(
+                runtime,
+                record,
+                headers_of(request),
+                lambda: max(
+                    max_cost_nanos(route.model, len(raw), body, output=False) for route in candidates
+                ),
+            )
             exchange = await send(
                 self.pool,
-                runtime.candidates(record.requested_model),
-                path=path,
+                candidates,
+                path="/embeddings",
                 body_for=lambda route: with_model(raw, body, route),
                 incoming_headers=headers_of(request),
                 stream=False,
+                expect_json=True,
             )
         self.note_exchange(record, exchange)
+        return self.respond(record, exchange)
+
+    async def passthrough(self, request: Request, path: str) -> Response:
+        """Other /v1/* routes: only those the config's ``passthrough`` list grants the tenant, held and
+        metered like any other call (``gateway.passthrough``)."""
+        record = self.begin(request, "passthrough")
+        hold = Hold(self.budgets)
+        async with self.failing(record, hold):
+            runtime = self.store.current
+            record.tenant = self.authenticate(runtime, request)
+            grant = passthrough_grant(runtime, request.method, path, record.tenant.name)
+            raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
+            content_type = headers_of(request).get("content-type", "application/json")
+            body = _json_body(raw, content_type)
+            route = passthrough_route(runtime, grant, body)
+            record.requested_model = record.called_model = route.public_model
+            await hold.take(
+                runtime,
+                record,
+                headers_of(request),
+                lambda: passthrough_ceiling_nanos(grant, route, len(raw), body),
+            )
+            exchange = await send(
+                self.pool,
+                (route,),
+                path=with_query(f"/{path}", request),
+                body_for=lambda route: with_model(raw, body, route) if body else raw,
+                incoming_headers=headers_of(request),
+                stream=False,
+                method=request.method,
+                content_type=content_type,
+            )
+        self.note_exchange(record, exchange)
+        record.flat_cost_nanos = nanos_from_usd(grant.route.price_usd)
         return self.respond(record, exchange)
 
     # --- steps 8-10: meter and respond ------------------------------------------------------------
@@ -308,6 +349,7 @@ class Pipeline:
         record.provider = exchange.route.provider_name
         record.retries = exchange.attempts - 1
         record.status = exchange.response.status_code
+        note_timeouts(record, exchange.timed_out)
 
     @asynccontextmanager
     async def failing(self, record: RequestRecord, hold: Hold | None = None) -> AsyncIterator[None]:
@@ -325,6 +367,8 @@ class Pipeline:
         if isinstance(exc, GatewayError):
             record.status = exc.status_code
             record.error_type = exc.code or exc.error_type
+            record.client_disconnected = isinstance(exc, ClientClosedRequest)
+            note_timeouts(record, getattr(exc, "timed_out", ()))
         else:
             record.status = 500
             record.error_type = "internal_error"
@@ -345,6 +389,17 @@ class Pipeline:
             tally=LogprobTally() if logprobs else None,
             done=lambda: notify(self.observers, record),
         )
+
+
+def note_timeouts(record: RequestRecord, timed_out: Iterable[object]) -> None:
+    """Attempts that timed out after their request went out: the provider may bill them, so each is an
+    estimated side call of kind ``timeout`` (its input as the request's, no output)."""
+    for attempt in timed_out:
+        if isinstance(attempt, TimedOut):
+            route = attempt.route
+            record.side_calls.append(
+                SideCall(TIMEOUT, route.public_model, route.provider_name, None, attempt.seconds, 504)
+            )
 
 
 def _include_usage(body: Mapping[str, Any]) -> bool:
@@ -370,9 +425,8 @@ def admitted(runtime: Runtime, plan: Plan, requested: str) -> tuple[Route, ...]:
     )
 
 
-def _model_of(raw: bytes, content_type: str) -> str | None:
+def _json_body(raw: bytes, content_type: str) -> dict[str, Any] | None:
+    """A passthrough body sent as JSON, parsed and checked like every other (a model to route by)."""
     if not raw or not content_type.startswith("application/json"):
         return None
-    data = bodies.json_object(raw)
-    model = data.get("model") if data is not None else None
-    return model if isinstance(model, str) else None
+    return bodies.parse_object(raw)

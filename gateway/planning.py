@@ -144,12 +144,13 @@ async def plan_chat(
     body_len: int,
     headers: Mapping[str, str],
     transforms: Transforms,
-    admit: Callable[[int], Awaitable[None]],
+    admit: Callable[[int, Decision | None], Awaitable[None]],
     front: Front = CHAT,
     stored: StoredHistory | None = None,
     confirm: Callable[[], Awaitable[int | None]] | None = None,
 ) -> Plan:
-    """Count, decide, admit (``admit(tokens)``: the budget hold, before any upstream call), transform.
+    """Count, decide, admit (``admit(tokens, decision)``: the budget hold, before any upstream call),
+    transform.
 
     ``front`` adapts the body's shape (chat by default). ``stored``: history held upstream, added to
     the count for the decision; since it cannot be transformed, a decision to transform follows the
@@ -160,7 +161,7 @@ async def plan_chat(
     engine, counter = runtime.engine, runtime.counter
     bands = engine.bands.get(model)
     if bands is None:
-        await admit(front.upper_bound(counter, model, body, body_len))
+        await admit(front.upper_bound(counter, model, body, body_len), None)
         return Plan(decision=None, body=body, front=front)
     plan = Plan(decision=None, body=body, front=front)
     if body_len <= INLINE_COUNT_BYTES:
@@ -202,7 +203,7 @@ async def plan_chat(
     if decision.rejection is not None:
         plan.decision = decision
         raise _rejection_error(decision)
-    await admit(facts.prompt_tokens)
+    await admit(facts.prompt_tokens, decision)
     messages: list[Any] = front.messages(body) if decision.transforms else []
     rebuilt: dict[str, Any] = body
     while decision.transforms and decision.rejection is None:

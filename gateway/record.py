@@ -14,6 +14,10 @@ from gateway.types import Tenant, Usage
 log = structlog.get_logger("gateway.observers")
 
 
+TIMEOUT = "timeout"
+"""The kind of a side call that stands for an attempt of the request's own call that timed out."""
+
+
 @dataclass(frozen=True, slots=True)
 class SideCall:
     """An upstream call the gateway made for a request (a summary, embeddings): its own cost event."""
@@ -29,7 +33,10 @@ class SideCall:
 @dataclass(slots=True)
 class RequestRecord:
     request_id: str
+    """The gateway's own id, unique per request: the key of its cost events and budget hold."""
     endpoint: str
+    client_request_id: str | None = None
+    """The client's ``x-request-id``: kept for correlation (log, export, echoed back), never trusted."""
     parent_id: str | None = None
     """For work done on a request's behalf after it ended (pre-compression): the request it serves."""
     started: float = field(default_factory=time.perf_counter)
@@ -77,6 +84,8 @@ class RequestRecord:
     pending_response: str | None = None
     """A background response still running upstream: its cost event is recorded when it ends
     (``gateway.responses.pending``), not with this request's."""
+    flat_cost_nanos: int = 0
+    """Billed on top of the priced usage: a passthrough entry's ``price_usd``."""
     probe: bool = False
     """The request was marked ``x-gateway-probe: 1`` (``gateway.sampling.is_probe``): always sampled."""
 

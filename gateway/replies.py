@@ -23,7 +23,7 @@ PASSED_UPSTREAM_HEADERS = ("openai-processing-ms", "openai-version", "x-ratelimi
 
 def headers(record: RequestRecord, upstream: httpx.Response | None = None) -> dict[str, str]:
     out = {
-        "x-request-id": record.request_id,
+        "x-request-id": record.client_request_id or record.request_id,
         "x-gateway-request-id": record.request_id,
         "x-gateway-action": record.action,
     }
@@ -53,8 +53,11 @@ def complete(record: RequestRecord, exchange: Exchange) -> Response:
     """A non-streaming answer: the upstream's bytes, unchanged."""
     upstream = exchange.response
     record.upstream_seconds = time.perf_counter() - exchange.started
-    if upstream.headers.get("content-type", "").startswith("application/json"):
-        read_completion(record, upstream.content)
+    data = exchange.data
+    if data is None and upstream.headers.get("content-type", "").startswith("application/json"):
+        data = json_object(upstream.content)
+    if data is not None:
+        read_completion(record, data)
     return answer(record, upstream)
 
 
@@ -68,10 +71,7 @@ def answer(record: RequestRecord, upstream: httpx.Response) -> Response:
     )
 
 
-def read_completion(record: RequestRecord, content: bytes) -> None:
-    data = json_object(content)
-    if data is None:
-        return
+def read_completion(record: RequestRecord, data: dict[str, Any]) -> None:
     record.usage = usage_from_openai(data.get("usage"))
     choices = data.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):

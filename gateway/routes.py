@@ -116,7 +116,7 @@ async def render_gateway_error(request: Request, exc: Exception) -> Response:
     request_id = getattr(request.state, "request_id", None)
     if request_id:
         headers["x-gateway-request-id"] = request_id
-        headers["x-request-id"] = request_id
+        headers["x-request-id"] = getattr(request.state, "client_request_id", None) or request_id
     media_type = getattr(exc, "content_type", "application/json")
     return Response(exc.body(), status_code=exc.status_code, media_type=media_type, headers=headers)
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from gateway.auth import KeyRing
 from gateway.config import GatewayConfig, ModelConfig, ProviderConfig
 from gateway.errors import ModelNotFound
+from gateway.passthrough import PassthroughRules
 from gateway.tokens.counter import TokenCounter
 from policies import ModelFacts, PolicyEngine, load_default
 
@@ -30,6 +31,7 @@ class Runtime:
     """public model name → the model itself, then its fallbacks, in order"""
     engine: PolicyEngine
     counter: TokenCounter
+    passthrough: PassthroughRules
 
     def candidates(self, model: str) -> tuple[Route, ...]:
         routes = self.routes.get(model)
@@ -90,4 +92,5 @@ def build_runtime(config: GatewayConfig, *, counter: TokenCounter | None = None)
         counter=counter.with_config(config.counting, config.models)
         if counter is not None
         else TokenCounter.build(config.counting, config.models),
+        passthrough=PassthroughRules(config.passthrough),
     )

@@ -64,32 +64,42 @@ class ChatStreamReader:
         if self.on_chunk is not None:
             self.on_chunk(data)
         usage = data.get("usage")
-        if usage:
+        if not isinstance(usage, dict):
+            usage = None
+        elif usage:
             self.usage = usage
         choices = data.get("choices")
         if choices:
-            self._read_choices(choices)
+            if isinstance(choices, list):
+                self._read_choices(choices)
             return True
         return not (usage and self.strip_usage_chunk)
 
     def _read_choices(self, choices: list[Any]) -> None:
+        """What the choices say; a field of an unexpected shape is ignored, never a reason to cut the
+        stream (the bytes go on to the client as they are)."""
         for choice in choices:
             if not isinstance(choice, dict):
                 continue
-            delta = choice.get("delta") or {}
+            delta = choice.get("delta")
+            if not isinstance(delta, dict):
+                delta = {}
             content = delta.get("content")
-            if content or delta.get("tool_calls") or delta.get("refusal") or delta.get("reasoning_content"):
+            calls = delta.get("tool_calls")
+            if content or calls or delta.get("refusal") or delta.get("reasoning_content"):
                 if self.first_token_seconds is None:
                     self.first_token_seconds = time.perf_counter() - self.started
                 if isinstance(content, str):
                     self.output_parts.append(content)
-                for call in delta.get("tool_calls") or ():
-                    function = (call.get("function") or {}) if isinstance(call, dict) else {}
+                for call in calls if isinstance(calls, list) else ():
+                    function = call.get("function") if isinstance(call, dict) else None
                     for key in ("name", "arguments"):
-                        if isinstance(function.get(key), str):
-                            self.output_parts.append(function[key])
-            if choice.get("finish_reason"):
-                self.finish_reason = choice["finish_reason"]
+                        value = function.get(key) if isinstance(function, dict) else None
+                        if isinstance(value, str):
+                            self.output_parts.append(value)
+            reason = choice.get("finish_reason")
+            if reason and isinstance(reason, str):
+                self.finish_reason = reason
 
     @property
     def output_text(self) -> str:

@@ -84,14 +84,15 @@ async def _call(
             body_for=lambda route: orjson.dumps({**body, "model": route.upstream_model}),
             incoming_headers={},
             stream=False,
+            expect_json=True,
         )
     except GatewayError as exc:
         record.side_calls.append(
             SideCall(kind, model, "", None, time.perf_counter() - started, exc.status_code)
         )
         raise
-    data = orjson.loads(exchange.response.content)
-    usage = usage_from_openai(data.get("usage") if isinstance(data, dict) else None)
+    data = exchange.data
+    usage = usage_from_openai(data.get("usage") if data is not None else None)
     record.side_calls.append(
         SideCall(
             kind,

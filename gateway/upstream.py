@@ -14,14 +14,16 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import httpx
+import orjson
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_base
 
 from gateway.config import ProviderConfig
-from gateway.errors import UpstreamExhausted, UpstreamRejected
+from gateway.errors import InvalidRequest, UpstreamExhausted, UpstreamInvalidAnswer, UpstreamRejected
 from gateway.runtime import Route
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -180,6 +182,15 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, RetryableStatus | httpx.TransportError)
 
 
+@dataclass(frozen=True, slots=True)
+class TimedOut:
+    """An attempt whose request went out but whose answer did not come in time: the provider may have run
+    it, and bill it, so the request records it (an estimated cost event)."""
+
+    route: Route
+    seconds: float
+
+
 @dataclass(slots=True)
 class Exchange:
     """An upstream response whose headers have arrived (and, unless streaming, whose body too)."""
@@ -188,17 +199,41 @@ class Exchange:
     response: httpx.Response
     attempts: int
     started: float
+    data: dict[str, Any] | None = None
+    """The body parsed as a JSON object, when the call expected one (``send(expect_json=True)``)."""
+    timed_out: tuple[TimedOut, ...] = ()
 
 
-def upstream_headers(provider: ProviderConfig, incoming: Mapping[str, str]) -> dict[str, str]:
-    headers = {"content-type": "application/json", "accept": incoming.get("accept", "application/json")}
-    for name in ("openai-organization", "openai-project", "openai-beta", "x-stainless-helper-method"):
-        if name in incoming:
-            headers[name] = incoming[name]
+FORWARDED_HEADERS = ("accept", "openai-beta", "x-stainless-helper-method")
+"""The client's headers that go upstream. ``OpenAI-Organization`` and ``OpenAI-Project`` never do: they
+choose whose account pays and whose objects are reachable, which is the provider config's to say."""
+
+
+def upstream_headers(
+    provider: ProviderConfig, incoming: Mapping[str, str], *, content_type: str = "application/json"
+) -> dict[str, str]:
+    """Raises ``InvalidRequest`` for a forwarded header value that is not printable ASCII."""
+    headers = {"content-type": content_type, "accept": "application/json"}
+    for name in FORWARDED_HEADERS:
+        value = incoming.get(name)
+        if value is not None:
+            headers[name] = _ascii_header(name, value)
+    if provider.organization:
+        headers["openai-organization"] = provider.organization
+    if provider.project:
+        headers["openai-project"] = provider.project
     headers.update(provider.headers)
     if provider.api_key:
         headers["authorization"] = f"Bearer {provider.api_key}"
     return headers
+
+
+def _ascii_header(name: str, value: str) -> str:
+    if value.isascii() and value.isprintable():
+        return value
+    raise InvalidRequest(
+        f"The {name} header must be printable ASCII.", param=name, code="invalid_header_value"
+    )
 
 
 async def send(
@@ -210,14 +245,19 @@ async def send(
     incoming_headers: Mapping[str, str],
     stream: bool,
     method: str = "POST",
+    content_type: str = "application/json",
+    expect_json: bool = False,
 ) -> Exchange:
     """Send to the first candidate that answers with success; retry each, then fall back to the next.
 
     For a non-streaming call the body is read inside the attempt, so a connection that dies mid-body is
     retried too. For a streaming call this returns once the headers are in: nothing has gone to the
-    client yet, and from then on nothing is retried.
+    client yet, and from then on nothing is retried. ``expect_json``: a success whose body is not a JSON
+    object (an HTML page from a proxy, a cut body) is an upstream error, not an answer (502, not retried:
+    the provider may have run the request).
     """
     causes: list[BaseException] = []
+    timed_out: list[TimedOut] = []
     last: UpstreamRejected | None = None
     attempts = 0
     for route in candidates:
@@ -225,22 +265,46 @@ async def send(
         request = httpx.Request(
             method,
             _url(route.provider.base_url, path),
-            headers=upstream_headers(route.provider, incoming_headers),
+            headers=upstream_headers(route.provider, incoming_headers, content_type=content_type),
             content=body_for(route) if method != "GET" else None,
             extensions={"timeout": client.timeout.as_dict()},
         )
-        counter = _Attempts(attempts)
+        counter = _Attempts(attempts, timed_out)
         try:
-            return await _call_route(client, request, route, counter, stream=stream)
+            exchange = await _call_route(client, request, route, counter, stream=stream)
         except RetryableStatus as exc:
             causes.append(exc)
             last = exc.rejected
         except httpx.TransportError as exc:
             causes.append(exc)
+        else:
+            exchange.timed_out = tuple(timed_out)
+            if expect_json and not stream:
+                exchange.data = _json_answer(exchange, tuple(timed_out))
+            return exchange
         attempts = counter.count
     names = ", ".join(route.public_model for route in candidates)
     raise UpstreamExhausted(
-        f"The upstream did not answer successfully after {attempts} attempts ({names}).", causes, last
+        f"The upstream did not answer successfully after {attempts} attempts ({names}).",
+        causes,
+        last,
+        timed_out=tuple(timed_out),
+    )
+
+
+def _json_answer(exchange: Exchange, timed_out: tuple[TimedOut, ...]) -> dict[str, Any]:
+    response = exchange.response
+    try:
+        data = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        data = None
+    if isinstance(data, dict):
+        return data
+    kind = response.headers.get("content-type") or "no content type"
+    raise UpstreamInvalidAnswer(
+        f"The upstream ({exchange.route.public_model}) answered {response.status_code} with a body that is "
+        f"not a JSON object ({kind}, {len(response.content)} bytes).",
+        timed_out=timed_out,
     )
 
 
@@ -252,6 +316,7 @@ def _url(base_url: str, path: str) -> httpx.URL:
 @dataclass(slots=True)
 class _Attempts:
     count: int
+    timed_out: list[TimedOut]
 
 
 async def _call_route(
@@ -262,7 +327,12 @@ async def _call_route(
     async def once() -> Exchange:
         attempts.count += 1
         started = time.perf_counter()
-        return Exchange(route, await _attempt(client, request, stream=stream), attempts.count, started)
+        try:
+            response = await _attempt(client, request, stream=stream)
+        except httpx.ReadTimeout:
+            attempts.timed_out.append(TimedOut(route, time.perf_counter() - started))
+            raise
+        return Exchange(route, response, attempts.count, started)
 
     try:
         return await once()

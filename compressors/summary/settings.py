@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 PROMPT_RESERVE = 1_000
 """Tokens set aside in every cheap-model call for the instructions and per-message overhead."""
+DEFAULT_CHUNK_TOKENS = 48_000
+DEFAULT_SUMMARY_MAX_TOKENS = 4_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -26,11 +28,11 @@ class SummarySettings:
     keep_recent_tokens: int | None = None
     cheap_context_tokens: int = 128_000
     """The cheap model's context window: a prompt plus its answer must fit in it."""
-    chunk_tokens: int = 48_000
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS
     """At most this many transcript tokens per cheap-model call; more are summarised in chunks."""
     max_concurrency: int = 4
     """Cheap-model calls in flight at once for one chunked summary."""
-    summary_max_tokens: int = 4_000
+    summary_max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS
     """``max_tokens`` of every cheap-model call; part of the cache key."""
     lock_ttl: float = 120.0
     """Seconds the single-flight lock lives, and how long a concurrent request waits for the winner."""

@@ -12,10 +12,12 @@ import orjson
 class CostEvent:
     """What one upstream call cost. Money is integer nano-dollars (1e-9 USD); time is Unix epoch ms, UTC.
 
-    ``id`` is unique per upstream call: the request id, suffixed for side calls (``<rid>:summary:1``), whose
-    ``parent_id`` is the request id. ``counterfactual_nanos`` is what forwarding the client's request
-    unchanged would have cost (0 for side calls, which an unchanged request would not have made), so
-    ``saving_nanos`` summed over a request's events is that request's net saving.
+    ``id`` is unique per upstream call: the gateway's request id, suffixed for side calls
+    (``<rid>:summary:1``), whose ``parent_id`` is the request id. ``client_request_id`` is the client's
+    ``x-request-id``, for correlation only: clients reuse theirs, so it is never a key.
+    ``counterfactual_nanos`` is what forwarding the client's request unchanged would have cost (0 for side
+    calls, which an unchanged request would not have made), so ``saving_nanos`` summed over a request's
+    events is that request's net saving.
     """
 
     id: str
@@ -38,6 +40,7 @@ class CostEvent:
     status: int = 200
     latency_ms: int = 0
     stream: bool = False
+    client_request_id: str | None = None
 
     def __post_init__(self) -> None:
         if not self.id or not self.tenant:

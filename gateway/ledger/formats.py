@@ -37,7 +37,7 @@ EVENT_COLUMNS = (
     "id", "time", "tenant", "key_id", "requested_model", "model", "provider", "action",
     "input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens", "tier",
     "cost_usd", "counterfactual_usd", "saving_usd",
-    "estimated", "parent_id", "status", "latency_ms", "stream",
+    "estimated", "parent_id", "status", "latency_ms", "stream", "client_request_id",
 )  # fmt: skip
 
 
@@ -48,7 +48,7 @@ def event_values(event: CostEvent) -> tuple[str | int | bool | None, ...]:
         event.provider, event.action, event.input_tokens, event.cached_tokens, event.output_tokens,
         event.reasoning_tokens, event.tier, usd(event.cost_nanos), usd(event.counterfactual_nanos),
         usd(event.saving_nanos), event.estimated, event.parent_id, event.status, event.latency_ms,
-        event.stream,
+        event.stream, event.client_request_id,
     )  # fmt: skip
 
 

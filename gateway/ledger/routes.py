@@ -8,6 +8,7 @@ query parameters raise ``InvalidRequest``, which the gateway's error handler ren
 from __future__ import annotations
 
 import inspect
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Annotated, TypeVar
@@ -59,13 +60,14 @@ def admin_router(
         fmt = _choice(format, FORMATS, "format")
         period = _period(from_, to, clock)
         reader = get_reader(request)
+        tenant = _tenant_param(tenant)
         tenants = [tenant] if tenant is not None else await _tenants(request, reader, tenant_names)
         events = reader.merged_events(tenants, period)
         name = f"costs-{tenant or 'all'}-{iso_time(period.start_ms)[:10]}-{iso_time(period.end_ms - 1)[:10]}"
         return StreamingResponse(
             encode_events(events, fmt),
             media_type=MEDIA_TYPES[fmt],
-            headers={"content-disposition": f'attachment; filename="{name}.{fmt}"'},
+            headers={"content-disposition": f'attachment; filename="{_UNSAFE.sub("_", name)}.{fmt}"'},
         )
 
     @router.get("/admin/costs/summary")
@@ -81,6 +83,7 @@ def admin_router(
         fmt = _choice(format, ("json", "csv"), "format")
         period = _period(from_, to, clock)
         reader = get_reader(request)
+        tenant = _tenant_param(tenant)
         tenants = [tenant] if tenant is not None else await _tenants(request, reader, tenant_names)
         rows = await summarize(reader, tenants=tenants, period=period, group_by=group)
         if fmt == "csv":
@@ -141,6 +144,17 @@ def usage_body(usage: TenantUsage) -> dict[str, object]:
         "reserved_usd": usd(usage.reserved_nanos),
         "budget_enforced": bool(budget and budget.hard),
     }
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+"""What a download's file name may not hold (it goes into a header, which must stay Latin-1 and one line)."""
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _tenant_param(tenant: str | None) -> str | None:
+    if tenant is not None and (not tenant or _CONTROL.search(tenant)):
+        raise InvalidRequest("tenant must be a non-empty name without control characters", param="tenant")
+    return tenant
 
 
 def _choice(value: str, allowed: tuple[T, ...], param: str) -> T:

@@ -20,7 +20,7 @@ from starlette.responses import Response
 from gateway import body as bodies
 from gateway import replies
 from gateway.admission import Hold
-from gateway.body import headers_of, json_object
+from gateway.body import headers_of
 from gateway.errors import RouteNotFound
 from gateway.metering import max_cost_nanos
 from gateway.planning import with_model
@@ -28,6 +28,7 @@ from gateway.record import RequestRecord, notify, notify_soon
 from gateway.responses import reply as responses_reply
 from gateway.responses.counting import responses_upper_bound
 from gateway.responses.memory import Remembered
+from gateway.responses.ownership import check_references, owned
 from gateway.runtime import Route, Runtime
 from gateway.upstream import Exchange, send
 from gateway.usage import usage_from_openai
@@ -47,7 +48,7 @@ async def by_id(pipeline: Pipeline, request: Request, response_id: str, action: 
         runtime = pipeline.store.current
         record.tenant = tenant = pipeline.authenticate(runtime, request)
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
-        remembered = await pipeline.memory.recall(tenant.name, response_id)
+        remembered = await owned(pipeline.memory, runtime, tenant.name, response_id)
         route = route_for_id(runtime, remembered)
         if request.method == "DELETE" and remembered is not None and remembered.pending is not None:
             await pipeline.settler.look(tenant.name, response_id, remembered=remembered)
@@ -60,6 +61,7 @@ async def by_id(pipeline: Pipeline, request: Request, response_id: str, action: 
             incoming_headers=headers_of(request),
             stream=streamed,
             method=request.method,
+            expect_json=not streamed,
         )
 
     settles = action in ("", "cancel") and remembered is not None and remembered.pending is not None
@@ -74,7 +76,7 @@ async def by_id(pipeline: Pipeline, request: Request, response_id: str, action: 
             record, exchange, remember=seen, done=lambda: notify(pipeline.observers, record)
         )
     if settles and exchange.response.status_code < 300:
-        await seen(response_id, json_object(exchange.response.content))
+        await seen(response_id, exchange.data)
     return _answer(pipeline, record, exchange)
 
 
@@ -91,6 +93,7 @@ async def by_model(pipeline: Pipeline, request: Request, operation: str) -> Resp
         body = bodies.parse_object(raw)
         record.requested_model = model = bodies.require_model(body)
         candidates = runtime.candidates(model)
+        await check_references(pipeline.memory, runtime, record.tenant.name, body)
         if metered:
             await hold.take(
                 runtime,
@@ -109,11 +112,11 @@ async def by_model(pipeline: Pipeline, request: Request, operation: str) -> Resp
             body_for=lambda route: with_model(raw, body, route),
             incoming_headers=headers_of(request),
             stream=False,
+            expect_json=True,
         )
     pipeline.note_exchange(record, exchange, metered=metered)
-    if metered:
-        data = json_object(exchange.response.content)
-        record.usage = usage_from_openai(data.get("usage") if data is not None else None)
+    if metered and exchange.data is not None:
+        record.usage = usage_from_openai(exchange.data.get("usage"))
     return _answer(pipeline, record, exchange)
 
 

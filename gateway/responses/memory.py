@@ -50,6 +50,7 @@ class Pending:
     forwarded_tokens: int | None = None
     bill_tenant: str | None = None
     stream: bool = False
+    client_request_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +200,7 @@ def pending_of(record: RequestRecord) -> Pending:
         forwarded_tokens=record.forwarded_tokens,
         bill_tenant=record.bill_tenant,
         stream=record.stream,
+        client_request_id=record.client_request_id,
     )
 
 

@@ -59,6 +59,7 @@ def settlement(tenant: str, remembered: Remembered, response: Mapping[str, Any] 
         tenant=Tenant(name=tenant, key_id=pending.key_id),
         started=time.perf_counter() - max(0.0, time.time() - pending.started_at),
         started_at=pending.started_at,
+        client_request_id=pending.client_request_id,
     )
     record.requested_model = pending.requested_model
     record.called_model = remembered.model

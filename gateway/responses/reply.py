@@ -29,8 +29,9 @@ async def complete(record: RequestRecord, exchange: Exchange, *, remember: Remem
     """A non-streaming answer: the upstream's bytes, unchanged."""
     upstream = exchange.response
     record.upstream_seconds = time.perf_counter() - exchange.started
-    json = upstream.headers.get("content-type", "").startswith("application/json")
-    data = json_object(upstream.content) if json else None
+    data = exchange.data
+    if data is None and upstream.headers.get("content-type", "").startswith("application/json"):
+        data = json_object(upstream.content)
     if data is not None:
         record.usage = usage_from_openai(data.get("usage"))
         record.finish_reason = finish_reason_of(data)

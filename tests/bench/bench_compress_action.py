@@ -182,7 +182,7 @@ async def added_latency(scratch: Path, redis_url: str, repeats: int) -> None:
         compressing, forwarding = sorted(runtime.config.tenants, key=lambda name: "forward" in name)
 
         async def plan(tenant: str, body: dict[str, Any]) -> None:
-            async def admit(tokens: int) -> None:
+            async def admit(tokens: int, decision: object) -> None:
                 return None
 
             record = RequestRecord(request_id="bench", endpoint="chat")

@@ -133,7 +133,9 @@ async def test_scale_workers_and_processes_keep_ledger_budget_and_metrics_exact(
     assert all(r.json()["error"]["code"] == "budget_exceeded" for _, _, r in sent if r.status_code == 429)
     answered = {rid for rid, _, response in sent if response.status_code == 200}
     events = await ledger_events(redis_url, tenant_name, len(answered))
-    assert sorted(event.id for event in events) == sorted(answered), "one event per answered request"
+    assert sorted(str(event.client_request_id) for event in events) == sorted(answered), (
+        "one event per answered request"
+    )
     daily_cost, daily_requests, monthly_cost = await counters(redis_url, tenant_name, events)
     spent = sum(event.cost_nanos for event in events)
     assert spent == daily_cost == monthly_cost

@@ -105,6 +105,7 @@ def content_of(events: list[bytes]) -> str:
 
 
 async def cost_event(redis_url: str, tenant: str, request_id: str) -> CostEvent | None:
+    """The event of the request the client sent with ``x-request-id: <request_id>``."""
     client = aioredis.Redis.from_url(redis_url)
     try:
         now = int(time.time() * 1000)
@@ -112,7 +113,7 @@ async def cost_event(redis_url: str, tenant: str, request_id: str) -> CostEvent 
         found = [event async for event in LedgerReader(client).events(tenant, period)]
     finally:
         await client.aclose()
-    return next((event for event in found if event.id == request_id), None)
+    return next((event for event in found if event.client_request_id == request_id), None)
 
 
 @pytest.fixture

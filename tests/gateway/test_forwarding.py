@@ -50,11 +50,18 @@ def test_chat_renames_model_for_upstream(tmp_path: Path, redis_url: str, router:
     assert orjson.loads(route.calls.last.request.content)["model"] == "gpt-5.4-mini"
 
 
-def test_incoming_request_id_is_honoured(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
+def test_incoming_request_id_is_echoed_but_the_gateway_keeps_its_own(
+    tmp_path: Path, redis_url: str, router: respx.Router
+) -> None:
     router.post(f"{UPSTREAM}/chat/completions").mock(return_value=httpx.Response(200, json=completion()))
     with gateway_client(tmp_path, redis_url, router) as client:
-        response = client.post("/v1/chat/completions", json=chat_body(), headers={"x-request-id": "abc-123"})
-    assert response.headers["x-gateway-request-id"] == "abc-123"
+        first, second = (
+            client.post("/v1/chat/completions", json=chat_body(), headers={"x-request-id": "abc-123"})
+            for _ in range(2)
+        )
+    assert first.headers["x-request-id"] == second.headers["x-request-id"] == "abc-123"
+    own = {first.headers["x-gateway-request-id"], second.headers["x-gateway-request-id"]}
+    assert len(own) == 2 and all(rid.startswith("req_") for rid in own)
 
 
 def test_retry_503_then_200(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
@@ -194,15 +201,29 @@ def test_models_listed_from_config(tmp_path: Path, redis_url: str, router: respx
     assert missing.json()["error"]["code"] == "model_not_found"
 
 
-def test_passthrough_routes_by_body_model(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
+def test_passthrough_forwards_only_listed_paths_by_body_model(
+    tmp_path: Path, redis_url: str, router: respx.Router
+) -> None:
     route = router.post(f"{UPSTREAM}/moderations").mock(return_value=httpx.Response(200, json={"ok": True}))
-    with gateway_client(tmp_path, redis_url, router) as client:
+    config = make_config(passthrough=[{"path": "/moderations"}])
+    with gateway_client(tmp_path, redis_url, router, config=config) as client:
         routed = client.post("/v1/moderations", json={"model": "gpt-5.2", "input": "x"})
-        unroutable = client.get("/v1/files")
+        unlisted = client.get("/v1/files")
+        no_model = client.post("/v1/moderations", json={"input": "x"})
     assert routed.json() == {"ok": True}
     assert route.call_count == 1
-    assert unroutable.status_code == 404
-    assert unroutable.json()["error"]["code"] == "unknown_url"
+    assert unlisted.status_code == 404 and unlisted.json()["error"]["code"] == "unknown_url"
+    assert no_model.status_code == 404 and no_model.json()["error"]["code"] == "unknown_url"
+
+
+def test_passthrough_forwards_nothing_by_default(
+    tmp_path: Path, redis_url: str, router: respx.Router
+) -> None:
+    route = router.post(f"{UPSTREAM}/moderations").mock(return_value=httpx.Response(200, json={"ok": True}))
+    with gateway_client(tmp_path, redis_url, router) as client:
+        refused = client.post("/v1/moderations", json={"model": "gpt-5.2", "input": "x"})
+    assert refused.status_code == 404 and refused.json()["error"]["code"] == "unknown_url"
+    assert route.call_count == 0
 
 
 def test_health_and_readiness(tmp_path: Path, redis_url: str, router: respx.Router) -> None:

@@ -29,9 +29,12 @@ def local_count() -> int:
     return count_responses(shared_counter(), "gpt-5.2", BODY).total
 
 
-def config_near_the_line(tenant: str, *, offered: bool = True, margin: int = 200) -> dict[str, Any]:
-    """Bands placed so that BODY counts 100 tokens below the warning line."""
-    config = make_config(tenants={tenant: {"keys": [TENANT_KEY]}})
+def config_near_the_line(
+    tenant: str, *, offered: bool = True, margin: int = 200, allow_unknown: bool = False
+) -> dict[str, Any]:
+    """Bands placed so that BODY counts 100 tokens below the warning line. ``allow_unknown``: the tenant
+    may chain onto responses the gateway never saw it create."""
+    config = make_config(tenants={tenant: {"keys": [TENANT_KEY], "allow_unknown_responses": allow_unknown}})
     config["providers"]["mock"]["responses_input_tokens"] = offered
     config["providers"]["mock"]["input_tokens_timeout"] = 0.5
     warning = local_count() + 100
@@ -139,7 +142,7 @@ def test_an_unknown_stored_history_is_counted_by_the_provider_and_can_be_rejecte
     """The gateway never saw ``resp_elsewhere``: only the provider knows how large its history is."""
     router, counts = router_counting(httpx.Response(200, json={"input_tokens": local_count() + 9_000}))
     chained = {**BODY, "previous_response_id": "resp_elsewhere"}
-    config = config_near_the_line(tenant_name, margin=1)
+    config = config_near_the_line(tenant_name, margin=1, allow_unknown=True)
     with gateway_client(tmp_path, redis_url, router, config=config) as client:
         response = client.post("/v1/responses", json=chained)
     assert orjson.loads(counts.calls.last.request.content)["previous_response_id"] == "resp_elsewhere"
@@ -154,9 +157,8 @@ def test_an_unknown_stored_history_counted_by_the_provider_is_warned_with_that_c
     counted = local_count() + 200  # past the warning line, under the cliff
     router, _ = router_counting(httpx.Response(200, json={"input_tokens": counted}))
     chained = {**BODY, "previous_response_id": "resp_elsewhere"}
-    with gateway_client(
-        tmp_path, redis_url, router, config=config_near_the_line(tenant_name, margin=1)
-    ) as client:
+    config = config_near_the_line(tenant_name, margin=1, allow_unknown=True)
+    with gateway_client(tmp_path, redis_url, router, config=config) as client:
         response = client.post("/v1/responses", json=chained)
     assert response.status_code == 200
     assert response.headers["x-gateway-confirmed-tokens"] == str(counted)

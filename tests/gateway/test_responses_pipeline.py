@@ -309,7 +309,20 @@ def test_responses_chain_crossing_the_warning_line_is_warned_then_rejected(
     error = fourth.json()["error"]
     assert error["code"] == "context_length_exceeded"
     assert third.json()["id"] in error["message"] and "cannot compress history" in error["message"]
-    assert len(answer.main) == 3 + 1  # the rejected turn never went upstream; the unknown one did
+    assert len(answer.main) == 3  # neither the rejected turn nor the unknown chain went upstream
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "response_not_found"
+
+
+def test_responses_chain_to_an_unknown_id_is_warned_for_a_tenant_allowed_to_name_one(
+    tmp_path: Path, redis_url: str, upstream: Any, tenant_name: str
+) -> None:
+    router, answer = upstream
+    config = chain_config(tenant_name)
+    config["tenants"][tenant_name]["allow_unknown_responses"] = True
+    turn = {"model": "gpt-5.2", "input": "go on", "previous_response_id": "resp_never_seen"}
+    with gateway_client(tmp_path, redis_url, router, config=config) as client:
+        unknown = client.post("/v1/responses", json=turn)
+    assert unknown.status_code == 200 and len(answer.main) == 1
     assert "unknown to the gateway" in unknown.headers["x-gateway-warning"]
 
 
@@ -356,7 +369,8 @@ def test_responses_calls_by_id_go_to_the_provider_that_made_the_response(
         and far.calls.last.request.url.query == b"include[]=message.output_text.logprobs"
     )
     assert cancelled.json() == {"status": "cancelled"} and cancel.called
-    assert missing.status_code == 404 and first.called
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "response_not_found"
+    assert not first.called  # an id the gateway never saw this tenant create stays with the gateway
     assert counted.json() == {"input_tokens": 3}
     assert orjson.loads(tokens.calls.last.request.content)["model"] == "far-v2"
     assert models.status_code == 200

@@ -100,7 +100,8 @@ async def test_sampled_requests_store_signals_and_no_text(
     keys = [key async for key in redis_client.scan_iter(match=f"{prefix}:*")]
     try:
         signals = await SampleReader(redis_client, keys=SamplingKeys(prefix)).samples("gpt-5.4")
-        assert [signal.request_id for signal in signals] == ["r1", "r2"]
+        ids = [plain.headers["x-gateway-request-id"], streamed.headers["x-gateway-request-id"]]
+        assert [signal.request_id for signal in signals] == ids
         assert [signal.stream for signal in signals] == [False, True]
         assert signals[1].output_tokens == 12 and signals[1].ttft is not None
         assert signals[0].output_tokens == 3 and signals[0].finish_reason == "stop"

@@ -3,8 +3,8 @@
 Run: ``python -m tests.mock.upstream --port 9000``. It answers chat completions (plain, tool calls,
 streaming), Responses (``POST /v1/responses``, plain, function calls, reasoning items with an opaque
 ``encrypted_content``, streaming in the real event shapes; ``GET``/``DELETE /v1/responses/{id}``,
-``/cancel``, ``/input_tokens``, ``/compact``), embeddings and models, records every request it receives
-(a Responses request also with its raw body text), and can be told to misbehave:
+``/cancel``, ``/input_tokens``, ``/compact``), embeddings, moderations and models, records every request
+it receives (a Responses request also with its raw body text), and can be told to misbehave:
 
 - ``POST /_control`` with JSON ``{"fail_next": N, "fail_status": 503, "retry_after": 0, "delay": 0.0,
   "chunk_delay": 0.0, "chunks": 8}``: the next N requests fail with that status; every answer waits
@@ -332,6 +332,15 @@ def create_mock_app() -> Starlette:
             }
         )
 
+    async def moderations(request: Request) -> Response:
+        """A route the gateway does not serve itself: reached only through its passthrough list."""
+        body = orjson.loads(await request.body())
+        failure = await misbehave(request, body)
+        if failure is not None:
+            return failure
+        result = {"flagged": False, "categories": {}, "category_scores": {}}
+        return _json({"id": "modr-mock", "model": body.get("model"), "results": [result]})
+
     async def models(request: Request) -> Response:
         return _json(
             {"object": "list", "data": [{"id": "mock", "object": "model", "created": 0, "owned_by": "mock"}]}
@@ -370,6 +379,7 @@ def create_mock_app() -> Starlette:
             Route("/v1/responses/{response_id}", response_by_id, methods=["GET", "DELETE"]),
             Route("/v1/responses/{response_id}/{action}", response_by_id, methods=["GET", "POST"]),
             Route("/v1/models", models, methods=["GET"]),
+            Route("/v1/moderations", moderations, methods=["POST"]),
             Route("/_control", control, methods=["POST"]),
             Route("/_requests", requests_seen, methods=["GET"]),
             Route("/_reset", reset, methods=["POST"]),

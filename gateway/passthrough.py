@@ -1,0 +1,101 @@
+"""Passthrough: the ``/v1/*`` paths the gateway does not serve itself, forwarded only when ops listed them.
+
+Nothing is forwarded by default. Each entry of the config's ``passthrough`` list names a path pattern
+(``*`` one segment, a final ``/**`` any number), its methods, and optionally its provider, the tenants it
+is granted to (required for the provider's shared objects: files, batches, vector stores, ...), a budget
+hold per call and a price per call. The path a request names has been checked at the edge
+(``gateway.paths``: no dot segments, no encoded separators), so the path matched here is the path sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gateway.config import PassthroughRoute
+from gateway.errors import PermissionDenied, RouteNotFound
+
+if TYPE_CHECKING:
+    from gateway.runtime import Route, Runtime
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """The entry that lets ``tenant`` call ``method path``."""
+
+    route: PassthroughRoute
+    index: int
+
+
+def _matches(pattern: Sequence[str], segments: Sequence[str]) -> bool:
+    if pattern and pattern[-1] == "**":
+        head = pattern[:-1]
+        return len(segments) >= len(head) and _matches(head, segments[: len(head)])
+    if len(pattern) != len(segments):
+        return False
+    return all(want in ("*", got) for want, got in zip(pattern, segments, strict=True))
+
+
+class PassthroughRules:
+    """The config's passthrough list, ready to match (built once per config)."""
+
+    def __init__(self, routes: Sequence[PassthroughRoute]) -> None:
+        self._routes = [(route, route.path.strip("/").split("/")) for route in routes]
+
+    def __bool__(self) -> bool:
+        return bool(self._routes)
+
+    def find(self, method: str, path: str, tenant: str) -> tuple[Grant | None, bool]:
+        """The first entry matching ``method path`` that ``tenant`` may use, and whether any entry matched
+        the path at all (so that a refusal can say "not granted" rather than "unknown")."""
+        segments = path.strip("/").split("/")
+        listed = False
+        for index, (route, pattern) in enumerate(self._routes):
+            if method not in route.methods or not _matches(pattern, segments):
+                continue
+            listed = True
+            if route.tenants is None or tenant in route.tenants:
+                return Grant(route, index), True
+        return None, listed
+
+    def grants_objects(self, tenant: str, kind: str) -> bool:
+        """Whether ``tenant`` was granted any route to the provider's ``kind`` objects (``conversations``)."""
+        return any(
+            pattern[0] == kind and (route.tenants is None or tenant in route.tenants)
+            for route, pattern in self._routes
+        )
+
+
+def passthrough_grant(runtime: Runtime, method: str, path: str, tenant: str) -> Grant:
+    """The entry that lets ``tenant`` call ``method /v1/path``; 404 when none lists it, 403 when the
+    entries that list it are granted to other tenants."""
+    grant, listed = runtime.passthrough.find(method, path, tenant)
+    if grant is not None:
+        return grant
+    if listed:
+        raise PermissionDenied(
+            f"{method} /v1/{path} is not granted to this tenant.", code="passthrough_not_granted"
+        )
+    raise RouteNotFound(
+        f"Unknown request URL: {method} /v1/{path}. The gateway does not serve it, and its passthrough "
+        "list does not name it."
+    )
+
+
+def passthrough_route(runtime: Runtime, grant: Grant, body: Mapping[str, Any] | None) -> Route:
+    """Where the call goes: the entry's provider, else the provider of the JSON body's ``model``."""
+    provider = grant.route.provider
+    model = body.get("model") if body is not None else None
+    if isinstance(model, str) and model in runtime.routes:
+        route = runtime.routes[model][0]
+        if provider is None or route.provider_name == provider:
+            return route
+    if provider is not None:
+        for routes in runtime.routes.values():
+            if routes[0].provider_name == provider:
+                return routes[0]
+    raise RouteNotFound(
+        f"The gateway cannot route {grant.route.path}: name a configured model in the JSON body's "
+        "`model`, or give its passthrough entry a provider."
+    )
