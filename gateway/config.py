@@ -38,6 +38,26 @@ class RetryConfig(_Strict):
     retry_after_cap: float = Field(default=30.0, ge=0, description="longest Retry-After honoured")
 
 
+class PromptCacheConfig(_Strict):
+    """How the provider caches prompt prefixes (OpenAI's rules by default): what the gateway assumes when
+    it prices what forwarding a request unchanged would have cost, and when it keeps a rewrite stable."""
+
+    min_prefix_tokens: int = Field(default=1024, ge=0, description="a shorter prompt is never cached")
+    granularity: int = Field(default=128, ge=1, description="cached prefixes grow in steps of this many")
+    retention_seconds: float = Field(
+        default=300.0, gt=0, description="an idle prefix stays cached this long after its last use"
+    )
+    extended_retention_seconds: float = Field(
+        default=86_400.0, gt=0, description='the same with prompt_cache_retention: "24h" in the request'
+    )
+    write_multiplier: Decimal = Field(
+        default=Decimal(0),
+        ge=0,
+        description="cache writes (usage cache_write_tokens) cost this times the input price; 0: not billed "
+        "apart (1.25 for GPT-5.6 and later)",
+    )
+
+
 class ProviderConfig(_Strict):
     base_url: str
     api_key: str | None = None
@@ -55,6 +75,7 @@ class ProviderConfig(_Strict):
         default=None, description="sent as OpenAI-Organization; clients cannot choose it"
     )
     project: str | None = Field(default=None, description="sent as OpenAI-Project; clients cannot choose it")
+    prompt_cache: PromptCacheConfig = PromptCacheConfig()
 
     @field_validator("base_url")
     @classmethod
@@ -99,6 +120,9 @@ class ModelConfig(_Strict):
     pricing: ModelPricing | None = None
     fallbacks: tuple[str, ...] = ()
     kind: Literal["chat", "embedding"] = "chat"
+    prompt_cache: PromptCacheConfig | None = Field(
+        default=None, description="this model's prompt cache, when it differs from its provider's"
+    )
 
 
 class TenantConfig(_Strict):
@@ -186,6 +210,14 @@ class PassthroughRoute(_Strict):
 
 class Limits(_Strict):
     max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    conversations_per_tenant: int = Field(
+        default=10_000, ge=1, description="conversations whose cache state is kept per tenant (the oldest go)"
+    )
+    track_conversations_from: int = Field(
+        default=16_384,
+        ge=0,
+        description="prompts of at least this many tokens leave their conversation's cache state",
+    )
 
 
 class GatewayConfig(_Strict):
@@ -271,3 +303,14 @@ def _passthrough_problems(
 
 def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
+
+
+def prompt_cache_of(config: GatewayConfig, model: str) -> PromptCacheConfig:
+    """The prompt cache of ``model``: its own, else its provider's, else OpenAI's defaults."""
+    found = config.models.get(model)
+    if found is None:
+        return PromptCacheConfig()
+    if found.prompt_cache is not None:
+        return found.prompt_cache
+    provider = config.providers.get(found.provider)
+    return provider.prompt_cache if provider is not None else PromptCacheConfig()

@@ -20,6 +20,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from gateway.background import Background
 from gateway.config import GatewayConfig
+from gateway.conversations.recorder import ConversationRecorder
+from gateway.conversations.store import ConversationStore
 from gateway.ledger import BudgetConfig, Budgets, Ledger, LedgerReader
 from gateway.logs import RequestLog
 from gateway.metering import LedgerRecorder
@@ -138,11 +140,17 @@ async def open_gateway(
     stack.push_async_callback(pool.aclose)
     background = Background()
     stack.push_async_callback(background.aclose)
+    conversations = ConversationStore(
+        redis,
+        prefix=ledger_config.key_prefix,
+        max_per_tenant=lambda: live.config().limits.conversations_per_tenant,
+    )
     observers = (
         recorder,  # first: it prices the request, and the log line carries that cost
         RequestLog(),
         Sampler(samples, config=live.sampling),
         request_metrics,
+        ConversationRecorder(conversations, background),
     )
     pipeline = Pipeline(
         store=store,
@@ -151,6 +159,7 @@ async def open_gateway(
         observers=observers,
         background=background,
         budgets=Budgets(redis, budget_of=live.budget_of, config=ledger_config),
+        conversations=conversations,
     )
     return GatewayState(
         settings=settings,

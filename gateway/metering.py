@@ -14,7 +14,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gateway.config import GatewayConfig, ModelConfig
+from gateway.config import GatewayConfig, ModelConfig, prompt_cache_of
+from gateway.conversations.counterfactual import Basis, CounterfactualCache
 from gateway.ledger import CostEvent, Ledger
 from gateway.pricing import Cost, price
 from gateway.record import TIMEOUT, RequestRecord, SideCall
@@ -96,23 +97,14 @@ class LedgerRecorder:
     def main_event(self, record: RequestRecord, config: GatewayConfig, tenant: str) -> CostEvent:
         assert record.tenant is not None and record.called_model is not None
         usage = record.usage or self.estimate(record)
-        cost = cost_of(usage, config.models.get(record.called_model))
+        cost = cost_of(usage, config, record.called_model)
+        unchanged, basis = counterfactual_usage(record, usage)
         counterfactual = cost.total_nanos if cost else 0
-        requested = config.models.get(record.requested_model or "")
-        if (
-            record.prompt_tokens is not None
-            and record.action != "forward"
-            and requested
-            and requested.pricing
-        ):
-            unchanged = Usage(
-                input_tokens=record.prompt_tokens,
-                cached_input_tokens=min(usage.cached_input_tokens, record.prompt_tokens),
-                output_tokens=usage.output_tokens,
-            )
-            counterfactual = price(unchanged, requested.pricing).total_nanos
-        priced = _priced(usage, cost)
-        priced["cost_nanos"] += record.flat_cost_nanos
+        if basis is not Basis.FORWARDED:
+            priced = cost_of(unchanged, config, record.requested_model or "")
+            counterfactual = priced.total_nanos if priced is not None else counterfactual
+        fields = _priced(usage, cost)
+        fields["cost_nanos"] += record.flat_cost_nanos
         return CostEvent(
             id=record.request_id,
             time_ms=int(record.started_at * 1000),
@@ -127,7 +119,9 @@ class LedgerRecorder:
             latency_ms=int((record.total_seconds or 0) * 1000),
             stream=record.stream,
             client_request_id=record.client_request_id,
-            **priced,
+            counterfactual_cached_tokens=unchanged.cached_input_tokens,
+            counterfactual_basis=basis.value,
+            **fields,
         )
 
     def side_event(
@@ -153,7 +147,7 @@ class LedgerRecorder:
             status=call.status,
             latency_ms=int(call.seconds * 1000),
             client_request_id=record.client_request_id,
-            **_priced(usage, cost_of(usage, config.models.get(call.model))),
+            **_priced(usage, cost_of(usage, config, call.model)),
         )
 
     def estimate(self, record: RequestRecord) -> Usage:
@@ -167,11 +161,31 @@ class LedgerRecorder:
         )
 
 
-def cost_of(usage: Usage, model: ModelConfig | None) -> Cost | None:
-    """The price of ``usage`` on ``model``; None when the config gives the model no prices."""
-    if model is None or model.pricing is None:
+def cost_of(usage: Usage, config: GatewayConfig, model: str) -> Cost | None:
+    """The price of ``usage`` on ``model`` (cache writes as its prompt cache bills them); None when the
+    config gives the model no prices."""
+    found = config.models.get(model)
+    if found is None or found.pricing is None:
         return None
-    return price(usage, model.pricing)
+    return price(usage, found.pricing, write_multiplier=prompt_cache_of(config, model).write_multiplier)
+
+
+def counterfactual_usage(record: RequestRecord, usage: Usage) -> tuple[Usage, Basis]:
+    """The usage forwarding the client's request unchanged to the model it asked for would have had:
+    its own when that is what happened; else the prompt as received, with the cached tokens it would
+    plausibly have had (``gateway.conversations.counterfactual``), and the same output."""
+    if not record.transformed or record.prompt_tokens is None:
+        rerouted = record.action == "reroute" and record.called_model != record.requested_model
+        return usage, Basis.AS_SENT if rerouted else Basis.FORWARDED  # a fallback saves nothing
+    guess = record.counterfactual or CounterfactualCache(0, Basis.NONE)
+    unchanged = Usage(
+        input_tokens=record.prompt_tokens,
+        cached_input_tokens=min(guess.tokens, record.prompt_tokens),
+        output_tokens=usage.output_tokens,
+        reasoning_tokens=usage.reasoning_tokens,
+        estimated=usage.estimated or guess.estimated,
+    )
+    return unchanged, guess.basis
 
 
 def _priced(usage: Usage, cost: Cost | None) -> dict[str, Any]:
@@ -181,6 +195,7 @@ def _priced(usage: Usage, cost: Cost | None) -> dict[str, Any]:
         "cached_tokens": usage.cached_input_tokens,
         "output_tokens": usage.output_tokens,
         "reasoning_tokens": usage.reasoning_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
         "tier": None if cost is None or cost.tier is None else f"tier{cost.tier}",
         "cost_nanos": cost.total_nanos if cost else 0,
         "estimated": usage.estimated,

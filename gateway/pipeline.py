@@ -21,6 +21,9 @@ from gateway.admission import Hold, ceiling_nanos, passthrough_ceiling_nanos
 from gateway.auth import presented_key
 from gateway.background import Background
 from gateway.body import headers_of
+from gateway.conversations.pricing import counterfactual_of
+from gateway.conversations.store import ConversationStore
+from gateway.conversations.trace import trace_of
 from gateway.errors import ClientClosedRequest, GatewayError
 from gateway.ledger import Budgets
 from gateway.metering import max_cost_nanos
@@ -73,6 +76,7 @@ class Pipeline:
         observers: tuple[Observer, ...],
         background: Background,
         budgets: Budgets,
+        conversations: ConversationStore | None = None,
     ) -> None:
         self.store = store
         self.pool = pool
@@ -82,6 +86,9 @@ class Pipeline:
         self.budgets = budgets
         self.retrievers: dict[Any, Any] = {}
         self.memory = ResponseMemory(redis, prefix=store.current.config.ledger.key_prefix)
+        self.conversations = conversations or ConversationStore(
+            redis, prefix=store.current.config.ledger.key_prefix
+        )
         self.settler = Settler(self.memory, observers=observers, store=store, pool=pool)
 
     # --- steps 1-2: who is calling, and what do they send -------------------------------------------
@@ -123,7 +130,7 @@ class Pipeline:
                 stream=record.stream,
                 expect_json=not record.stream,
             )
-        await self.note_sent(runtime, record, plan, exchange)
+        await self.note_sent(runtime, record, plan, exchange, body)
         if record.stream:
             return self.relay_stream(
                 record, exchange, strip_usage_chunk=add_usage, logprobs=bool(body.get("logprobs"))
@@ -168,7 +175,7 @@ class Pipeline:
                 stream=record.stream,
                 expect_json=not record.stream,
             )
-        await self.note_sent(runtime, record, plan, exchange)
+        await self.note_sent(runtime, record, plan, exchange, body if stored is None else None)
         remember = remembering(
             self.memory,
             record,
@@ -334,12 +341,31 @@ class Pipeline:
         )
 
     async def note_sent(
-        self, runtime: Runtime, record: RequestRecord, plan: Plan, exchange: Exchange
+        self,
+        runtime: Runtime,
+        record: RequestRecord,
+        plan: Plan,
+        exchange: Exchange,
+        body: dict[str, Any] | None,
     ) -> None:
-        """A model answered: what it was, the request's exact counts, and the work left for afterwards."""
+        """A model answered: what it was, the request's exact counts, its part of its conversation (``body``
+        None: the conversation is stored upstream, out of sight), and the work left for afterwards."""
         self.note_exchange(record, exchange)
         record.prompt_tokens = await plan.received()
         record.forwarded_tokens = plan.forwarded_tokens
+        record.transformed = plan.changed
+        if body is not None and record.tenant is not None and record.requested_model is not None:
+            record.conversation = trace = trace_of(
+                runtime.config,
+                tenant=record.tenant.name,
+                model=record.requested_model,
+                called_model=exchange.route.public_model,
+                body=body,
+                plan=plan,
+                started_at=record.started_at,
+            )
+            if trace is not None and plan.changed:
+                record.counterfactual = await counterfactual_of(self.conversations, trace)
         self.after_response(runtime, record, plan)
 
     def note_exchange(self, record: RequestRecord, exchange: Exchange, *, metered: bool = True) -> None:

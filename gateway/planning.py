@@ -87,6 +87,8 @@ class Plan:
     confirmed_tokens: int | None = None
     """The provider's own count of the prompt (stored history included), when the gateway asked."""
     count: TokenCount | None = None
+    sent_count: TokenCount | None = None
+    """The count of the body as rewritten, when the transforms changed it."""
     front: Front = CHAT
     _pending: Awaitable[TokenCount] | None = field(default=None, repr=False)
 
@@ -216,6 +218,7 @@ async def plan_chat(
             continue
         plan.changed = True
         counted = await _count_async(runtime, front, model, rebuilt, body_len)  # off the loop when large
+        plan.sent_count = counted
         decision = engine.after_transform(decision, facts, counted.total)
     plan.decision = decision
     if decision.rejection is not None:

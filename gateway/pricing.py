@@ -10,6 +10,10 @@ at the input price and ``cached`` at the cached price (at the input price, and w
 multiplier, when the model has no cached price); cached tokens above ``input_tokens`` are clamped to it.
 ``reasoning_tokens`` are part of ``output_tokens`` and are not billed again.
 
+Cache writes (``usage.cache_write_tokens``, part of the uncached input) cost ``write_multiplier`` times the
+input price instead of the input price, when the model's prompt cache bills them (``write_multiplier`` > 0;
+GPT-5.6 and later: 1.25), under a whole-request tier with its input multiplier.
+
 Tiers (``ModelPricing.tiers``, ascending ``above_input_tokens``): the highest tier whose line the input
 tokens exceed (strictly: 272,000 is not above 272,000) applies.
 
@@ -82,14 +86,23 @@ def applicable_tier(input_tokens: int, tiers: tuple[PriceTier, ...]) -> int | No
     return applied
 
 
-def price(usage: Usage, pricing: ModelPricing) -> Cost:
+def price(usage: Usage, pricing: ModelPricing, *, write_multiplier: Decimal = Decimal(0)) -> Cost:
     """The cost of one call."""
-    return price_at_tier(usage, pricing, applicable_tier(usage.input_tokens, pricing.tiers))
+    tier = applicable_tier(usage.input_tokens, pricing.tiers)
+    return price_at_tier(usage, pricing, tier, write_multiplier=write_multiplier)
 
 
-def price_at_tier(usage: Usage, pricing: ModelPricing, tier: int | None) -> Cost:
+def price_at_tier(
+    usage: Usage, pricing: ModelPricing, tier: int | None, *, write_multiplier: Decimal = Decimal(0)
+) -> Cost:
     """The cost of ``usage`` billed under ``tier`` whatever its size (projections: "at the cliff price")."""
-    for field in ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens"):
+    for field in (
+        "input_tokens",
+        "cached_input_tokens",
+        "output_tokens",
+        "reasoning_tokens",
+        "cache_write_tokens",
+    ):
         if getattr(usage, field) < 0:
             raise ValueError(f"usage.{field} is negative")
     if tier is not None and not 0 <= tier < len(pricing.tiers):
@@ -97,6 +110,15 @@ def price_at_tier(usage: Usage, pricing: ModelPricing, tier: int | None) -> Cost
     rates = _rates(pricing)
     cached = min(usage.cached_input_tokens, usage.input_tokens)
     uncached_amount, cached_amount = _input(usage.input_tokens - cached, cached, rates, pricing.tiers, tier)
+    written = min(usage.cache_write_tokens, usage.input_tokens - cached)
+    if write_multiplier and written > 0:
+        chosen_tier = pricing.tiers[tier] if tier is not None else None
+        scale = (
+            Fraction(chosen_tier.input_multiplier)
+            if chosen_tier is not None and chosen_tier.scope == "whole_request"
+            else Fraction(1)
+        )
+        uncached_amount += written * rates.input * scale * (Fraction(write_multiplier) - 1)
     output_amount: Fraction | int = usage.output_tokens * rates.output
     if tier is not None:
         chosen = pricing.tiers[tier]

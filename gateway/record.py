@@ -6,10 +6,15 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import structlog
 
 from gateway.types import Tenant, Usage
+
+if TYPE_CHECKING:
+    from gateway.conversations.counterfactual import CounterfactualCache
+    from gateway.conversations.trace import ConversationTrace
 
 log = structlog.get_logger("gateway.observers")
 
@@ -84,6 +89,12 @@ class RequestRecord:
     pending_response: str | None = None
     """A background response still running upstream: its cost event is recorded when it ends
     (``gateway.responses.pending``), not with this request's."""
+    transformed: bool = False
+    """The gateway rewrote the prompt (a summary, excerpts) before sending it."""
+    conversation: ConversationTrace | None = None
+    """The request's part of its conversation (``gateway.conversations``), when it is worth keeping."""
+    counterfactual: CounterfactualCache | None = None
+    """The cached tokens the request forwarded unchanged would plausibly have had (a rewritten request)."""
     flat_cost_nanos: int = 0
     """Billed on top of the priced usage: a passthrough entry's ``price_usd``."""
     probe: bool = False

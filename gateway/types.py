@@ -23,3 +23,5 @@ class Usage:
     output_tokens: int = 0
     reasoning_tokens: int = 0
     estimated: bool = False
+    cache_write_tokens: int = 0
+    """Of the uncached input, the tokens the provider wrote to its cache (GPT-5.6 and later bill them)."""

@@ -28,6 +28,9 @@ def usage_from_openai(usage: Mapping[str, Any] | None) -> Usage | None:
         reasoning_tokens=_int(
             output_details.get("reasoning_tokens") if isinstance(output_details, Mapping) else 0
         ),
+        cache_write_tokens=_int(
+            input_details.get("cache_write_tokens") if isinstance(input_details, Mapping) else 0
+        ),
     )
 
 

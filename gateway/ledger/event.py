@@ -41,6 +41,11 @@ class CostEvent:
     latency_ms: int = 0
     stream: bool = False
     client_request_id: str | None = None
+    counterfactual_cached_tokens: int = 0
+    """The cached tokens the counterfactual was priced with (``gateway.conversations.counterfactual``)."""
+    counterfactual_basis: str | None = None
+    """How they were known: forwarded, as_sent, conversation, conversation_cold, tenant_share, none."""
+    cache_write_tokens: int = 0
 
     def __post_init__(self) -> None:
         if not self.id or not self.tenant:

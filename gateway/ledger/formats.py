@@ -15,17 +15,22 @@ from typing import Literal
 import orjson
 
 from gateway.ledger.event import CostEvent
+from gateway.ledger.focus import FOCUS_COLUMNS, focus_values
 from gateway.ledger.period import iso_time
 from gateway.ledger.summary import Counters, SummaryRow
 from gateway.money import usd
 
-ExportFormat = Literal["csv", "json", "ndjson"]
-FORMATS: tuple[ExportFormat, ...] = ("csv", "json", "ndjson")
+SummaryFormat = Literal["csv", "json", "ndjson"]
+ExportFormat = Literal["csv", "json", "ndjson", "focus"]
+FORMATS: tuple[ExportFormat, ...] = ("csv", "json", "ndjson", "focus")
+"""``focus``: CSV in FinOps FOCUS 1.2 columns (``gateway.ledger.focus``)."""
 MEDIA_TYPES: dict[ExportFormat, str] = {
     "csv": "text/csv; charset=utf-8",
     "json": "application/json",
     "ndjson": "application/x-ndjson",
+    "focus": "text/csv; charset=utf-8",
 }
+EXTENSIONS: dict[ExportFormat, str] = {"csv": "csv", "json": "json", "ndjson": "ndjson", "focus": "focus.csv"}
 
 FORMULA_STARTS = frozenset("=+-@\t\r")
 _NUMBER = re.compile(r"-?\d+(\.\d+)?")
@@ -38,6 +43,7 @@ EVENT_COLUMNS = (
     "input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens", "tier",
     "cost_usd", "counterfactual_usd", "saving_usd",
     "estimated", "parent_id", "status", "latency_ms", "stream", "client_request_id",
+    "counterfactual_cached_tokens", "counterfactual_basis", "cache_write_tokens",
 )  # fmt: skip
 
 
@@ -48,7 +54,8 @@ def event_values(event: CostEvent) -> tuple[str | int | bool | None, ...]:
         event.provider, event.action, event.input_tokens, event.cached_tokens, event.output_tokens,
         event.reasoning_tokens, event.tier, usd(event.cost_nanos), usd(event.counterfactual_nanos),
         usd(event.saving_nanos), event.estimated, event.parent_id, event.status, event.latency_ms,
-        event.stream, event.client_request_id,
+        event.stream, event.client_request_id, event.counterfactual_cached_tokens, event.counterfactual_basis,
+        event.cache_write_tokens,
     )  # fmt: skip
 
 
@@ -56,6 +63,7 @@ def counters_row(counters: Counters) -> Row:
     return {
         "requests": counters.requests,
         "cost_usd": usd(counters.cost_nanos),
+        "counterfactual_usd": usd(counters.cost_nanos + counters.saving_nanos),
         "saving_usd": usd(counters.saving_nanos),
         "input_tokens": counters.input_tokens,
         "cached_tokens": counters.cached_tokens,
@@ -71,6 +79,11 @@ def summary_rows(rows: Sequence[SummaryRow], *, group_by: str) -> list[Row]:
 async def encode_events(
     events: AsyncIterator[CostEvent], fmt: ExportFormat, *, chunk_bytes: int = 64 * 1024
 ) -> AsyncIterator[bytes]:
+    if fmt == "focus":
+        focus = focus_values(events)
+        async for chunk in encode_rows(focus, "csv", columns=FOCUS_COLUMNS, chunk_bytes=chunk_bytes):
+            yield chunk
+        return
     rows = (event_values(event) async for event in events)
     async for chunk in encode_rows(rows, fmt, columns=EVENT_COLUMNS, chunk_bytes=chunk_bytes):
         yield chunk
@@ -78,7 +91,7 @@ async def encode_events(
 
 async def encode_rows(
     rows: AsyncIterator[Sequence[Value]],
-    fmt: ExportFormat,
+    fmt: SummaryFormat,
     *,
     columns: Sequence[str],
     chunk_bytes: int = 64 * 1024,
@@ -123,7 +136,7 @@ async def _aiter(rows: Iterable[Sequence[Value]]) -> AsyncIterator[Sequence[Valu
 
 
 async def encode_summary(
-    rows: Sequence[SummaryRow], fmt: ExportFormat, *, group_by: str
+    rows: Sequence[SummaryRow], fmt: SummaryFormat, *, group_by: str
 ) -> AsyncIterator[bytes]:
     columns = [group_by, *counters_row(Counters())]
     values = [tuple(row.values()) for row in summary_rows(rows, group_by=group_by)]

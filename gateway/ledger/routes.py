@@ -19,6 +19,7 @@ from fastapi.responses import StreamingResponse
 
 from gateway.errors import InvalidRequest
 from gateway.ledger.formats import (
+    EXTENSIONS,
     FORMATS,
     MEDIA_TYPES,
     counters_row,
@@ -67,7 +68,9 @@ def admin_router(
         return StreamingResponse(
             encode_events(events, fmt),
             media_type=MEDIA_TYPES[fmt],
-            headers={"content-disposition": f'attachment; filename="{_UNSAFE.sub("_", name)}.{fmt}"'},
+            headers={
+                "content-disposition": f'attachment; filename="{_UNSAFE.sub("_", name)}.{EXTENSIONS[fmt]}"'
+            },
         )
 
     @router.get("/admin/costs/summary")
@@ -133,6 +136,7 @@ def usage_body(usage: TenantUsage) -> dict[str, object]:
             "period": label,
             "requests": counters.requests,
             "cost_usd": usd(counters.cost_nanos),
+            "counterfactual_usd": usd(counters.cost_nanos + counters.saving_nanos),
             "saving_usd": usd(counters.saving_nanos),
             "budget_usd": None if limit is None else usd(limit),
             "remaining_usd": None if remaining is None else usd(remaining),

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
 
-from gateway.ledger.period import Period
+from gateway.ledger.period import MS_PER_DAY, Period, day_of
 from gateway.ledger.reply import integer, text
 
 if TYPE_CHECKING:
@@ -60,10 +60,17 @@ def read_counters(raw: Mapping[Any, Any]) -> dict[str, Counters]:
     return {model: Counters(**counts) for model, counts in values.items()}
 
 
+def whole_days(period: Period) -> bool:
+    return period.start_ms % MS_PER_DAY == 0 and period.end_ms % MS_PER_DAY == 0
+
+
 async def summarize(
     reader: LedgerReader, *, tenants: Sequence[str], period: Period, group_by: GroupBy
 ) -> list[SummaryRow]:
-    """Totals per group over the whole UTC days the period touches, sorted by key."""
+    """Totals per group over the period, sorted by key: from the daily counters when the period is whole
+    UTC days, else from the events themselves (a period with a time of day counts only its own events)."""
+    if not whole_days(period):
+        return await _from_events(reader, tenants=tenants, period=period, group_by=group_by)
     pairs = [(tenant, day) for tenant in tenants for day in period.days()]
     groups: dict[str, Counters] = {}
     async for tenant, day, raw in reader.daily_hashes(pairs):
@@ -85,3 +92,21 @@ def total(rows: Sequence[SummaryRow]) -> Counters:
     for row in rows:
         result += row.counters
     return result
+
+
+async def _from_events(
+    reader: LedgerReader, *, tenants: Sequence[str], period: Period, group_by: GroupBy
+) -> list[SummaryRow]:
+    groups: dict[str, Counters] = {}
+    async for event in reader.merged_events(tenants, period):
+        key = {"tenant": event.tenant, "model": event.model, "day": day_of(event.time_ms)}[group_by]
+        groups[key] = groups.get(key, Counters()) + Counters(
+            requests=1,
+            cost_nanos=event.cost_nanos,
+            saving_nanos=event.saving_nanos,
+            input_tokens=event.input_tokens,
+            cached_tokens=event.cached_tokens,
+            output_tokens=event.output_tokens,
+            reasoning_tokens=event.reasoning_tokens,
+        )
+    return [SummaryRow(key, groups[key]) for key in sorted(groups)]

@@ -51,6 +51,8 @@ class Pending:
     bill_tenant: str | None = None
     stream: bool = False
     client_request_id: str | None = None
+    counterfactual: tuple[int, str] | None = None
+    """A rewritten request's counterfactual cached tokens and their basis."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +203,9 @@ def pending_of(record: RequestRecord) -> Pending:
         bill_tenant=record.bill_tenant,
         stream=record.stream,
         client_request_id=record.client_request_id,
+        counterfactual=(record.counterfactual.tokens, record.counterfactual.basis.value)
+        if record.transformed and record.counterfactual is not None
+        else None,
     )
 
 

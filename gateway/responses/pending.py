@@ -27,6 +27,7 @@ from typing import Any
 import structlog
 
 from gateway.body import json_object
+from gateway.conversations.counterfactual import Basis, CounterfactualCache
 from gateway.errors import GatewayError, RouteNotFound, UpstreamError, UpstreamRejected
 from gateway.record import Observer, RequestRecord, notify
 from gateway.reload import ConfigStore
@@ -70,6 +71,10 @@ def settlement(tenant: str, remembered: Remembered, response: Mapping[str, Any] 
     record.bill_tenant = pending.bill_tenant
     record.stream = pending.stream
     record.status = 200
+    if pending.counterfactual is not None:
+        tokens, basis = pending.counterfactual
+        record.transformed = True
+        record.counterfactual = CounterfactualCache(int(tokens), Basis(basis))
     if response is not None:
         record.usage = usage_from_openai(response.get("usage"))
         record.finish_reason = finish_reason_of(response)

@@ -73,7 +73,7 @@ def test_costs_summary_prints_a_table_with_total(
     ])  # fmt: skip
     assert code == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1].split()[:4] == ["tenant", "requests", "cost_usd", "saving_usd"]
+    assert lines[1].split()[:5] == ["tenant", "requests", "cost_usd", "counterfactual_usd", "saving_usd"]
     table = {line.split()[0]: line.split() for line in lines[3:] if not line.startswith("-")}
     total_cost = Decimal(sum(e.cost_nanos for e in EVENTS)) / 10**9
     assert table["alpha"][1] == "20" and table["beta"][1] == "20"
@@ -171,3 +171,51 @@ def test_costs_explains_a_config_that_does_not_load(
         == 1
     )
     assert f"no config file at {tmp_path / 'missing.yaml'}" in capsys.readouterr().err
+
+
+def test_costs_summary_with_a_time_of_day_counts_only_the_events_in_that_time(
+    redis_url: str, prefix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The events are one a second from noon: 12:00:10 to 12:00:20 holds the ten events 10..19."""
+    code = main([
+        "costs", "summary", "--group-by", "tenant", "--format", "json",
+        "--from", "2026-11-30T12:00:10Z", "--to", "2026-11-30T12:00:20Z",
+        "--redis-url", redis_url, "--key-prefix", prefix,
+    ])  # fmt: skip
+    assert code == 0
+    body = orjson.loads(capsys.readouterr().out)
+    inside = [e for e in EVENTS if 10 <= int(e.id.split("-")[1]) < 20]
+    assert sum(row["requests"] for row in body) == len(inside) == 10
+    assert sum(Decimal(row["cost_usd"]) for row in body) * 10**9 == sum(e.cost_nanos for e in inside)
+    assert sum(Decimal(row["counterfactual_usd"]) for row in body) * 10**9 == sum(
+        e.counterfactual_nanos for e in inside
+    )
+
+
+def test_costs_export_focus_has_a_usage_row_per_event_and_a_credit_row_per_saving(
+    redis_url: str, prefix: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "focus.csv"
+    code = main([
+        "costs", "export", "--format", "focus", "--from", "2026-11-30", "--to", "2026-11-30",
+        "--redis-url", redis_url, "--key-prefix", prefix, "-o", str(out),
+    ])  # fmt: skip
+    assert code == 0
+    rows = list(csv.DictReader(out.open(newline="")))
+    usage = [row for row in rows if row["ChargeCategory"] == "Usage"]
+    credits = [row for row in rows if row["ChargeCategory"] == "Credit"]
+    assert [row["x_RequestId"] for row in usage] == [e.id for e in EVENTS]
+    assert len(credits) == sum(1 for e in EVENTS if e.saving_nanos)
+    billed = sum(Decimal(row["BilledCost"]) for row in rows) * 10**9
+    assert billed == sum(e.cost_nanos for e in EVENTS)  # credits move no money
+    saved = sum(Decimal(row["ListCost"]) - Decimal(row["EffectiveCost"]) for row in usage) * 10**9
+    assert saved == sum(e.saving_nanos for e in EVENTS)
+    assert sum(Decimal(row["x_SavingUSD"]) for row in credits) * 10**9 == saved
+    first = usage[0]
+    assert (first["ResourceId"], first["ConsumedUnit"], first["BillingCurrency"]) == (
+        EVENTS[0].model,
+        "Tokens",
+        "USD",
+    )
+    assert int(first["ConsumedQuantity"]) == EVENTS[0].input_tokens + EVENTS[0].output_tokens
+    assert orjson.loads(first["Tags"])["tenant"] == EVENTS[0].tenant

@@ -83,6 +83,7 @@ async def test_usage_shows_the_callers_own_spend_and_budget(client: httpx.AsyncC
     saving = sum(e.saving_nanos for e in ALPHA_EVENTS)
     assert body["day"] == {
         "period": "2026-11-30", "requests": 5, "cost_usd": "5.000000010", "saving_usd": usd(saving),
+        "counterfactual_usd": usd(5_000_000_010 + saving),
         "budget_usd": "10.000000000", "remaining_usd": "4.749999990",
     }  # fmt: skip
     assert body["month"]["budget_usd"] == "100.000000000"

@@ -20,6 +20,7 @@ import respx
 from structlog.testing import capture_logs
 
 from gateway.config import GatewayConfig
+from gateway.conversations.counterfactual import Basis, CounterfactualCache
 from gateway.ledger import CostEvent, Ledger, LedgerReader, Period
 from gateway.ledger.schema import LedgerConfig
 from gateway.metering import DEFAULT_MAX_OUTPUT_TOKENS, LedgerRecorder, max_cost_nanos
@@ -109,48 +110,86 @@ def test_recorder_forwarded_request_costs_its_usage_and_saves_nothing() -> None:
     assert event.saving_nanos == 0 and event.tier is None and not event.estimated
 
 
+def rewritten(cached: int, basis: Basis, **fields: Any) -> dict[str, Any]:
+    """A request the gateway rewrote, whose unchanged form would have had ``cached`` tokens cached."""
+    return {"transformed": True, "counterfactual": CounterfactualCache(cached, basis), **fields}
+
+
 @pytest.mark.parametrize(
-    ("fields", "cost", "counterfactual"),
+    ("fields", "cost", "counterfactual", "basis"),
     [
         pytest.param(
-            {"action": "compress", "prompt_tokens": 260_000, "usage": Usage(150_000, 0, 500)},
+            rewritten(
+                0,
+                Basis.CONVERSATION_COLD,
+                action="compress",
+                prompt_tokens=260_000,
+                usage=Usage(150_000, 0, 500),
+            ),
             375_000_000 + 7_500_000,
             650_000_000 + 7_500_000,
-            id="compressed-below-the-line",
+            "conversation_cold",
+            id="compressed-after-the-cache-went-cold",
         ),
         pytest.param(
-            {"action": "retrieve", "prompt_tokens": 300_000, "usage": Usage(120_000, 0, 500)},
+            rewritten(0, Basis.NONE, action="retrieve", prompt_tokens=300_000, usage=Usage(120_000, 0, 500)),
             300_000_000 + 7_500_000,
             1_500_000_000 + 11_250_000,
+            "none",
             id="retrieved-unchanged-would-hit-the-tier",
         ),
         pytest.param(
-            {"action": "compress", "prompt_tokens": 260_000, "usage": Usage(150_000, 100_000, 500)},
+            rewritten(
+                250_000,
+                Basis.CONVERSATION,
+                action="compress",
+                prompt_tokens=260_000,
+                usage=Usage(150_000, 100_000, 500),
+            ),
             125_000_000 + 25_000_000 + 7_500_000,
-            400_000_000 + 25_000_000 + 7_500_000,
-            id="cached-input-priced-as-cached-in-both",
+            25_000_000 + 62_500_000 + 7_500_000,
+            "conversation",
+            id="compressed-while-warm-costs-more-than-forwarding",
         ),
         pytest.param(
             {
                 "action": "reroute",
                 "called_model": "small",
                 "prompt_tokens": 1000,
-                "usage": Usage(1000, 0, 100),
+                "usage": Usage(1000, 600, 100),
             },
-            250_000 + 200_000,
-            2_500_000 + 1_500_000,
-            id="rerouted-counterfactual-at-the-requested-model",
+            250_000 + 200_000,  # small has no cached price: cached tokens bill as input
+            1_000_000 + 150_000 + 1_500_000,
+            "as_sent",
+            id="rerouted-counterfactual-at-the-requested-model-with-its-cache",
         ),
     ],
 )
 def test_recorder_counterfactual_prices_the_unchanged_request(
-    fields: dict[str, Any], cost: int, counterfactual: int
+    fields: dict[str, Any], cost: int, counterfactual: int, basis: str
 ) -> None:
     event = main_event(**fields)
     assert event.cost_nanos == cost
     assert event.counterfactual_nanos == counterfactual
     assert event.saving_nanos == counterfactual - cost
+    assert event.counterfactual_basis == basis
     assert event.tier is None  # what was sent stayed below the line
+
+
+def test_recorder_forwarded_request_whose_provider_reports_a_cache_saves_nothing() -> None:
+    event = main_event(prompt_tokens=200_000, usage=Usage(200_000, 190_000, 800))
+    assert event.cost_nanos == event.counterfactual_nanos and event.saving_nanos == 0
+    assert (event.counterfactual_basis, event.counterfactual_cached_tokens) == ("forwarded", 190_000)
+
+
+def test_recorder_unknown_conversation_is_priced_from_the_tenant_share_and_marked() -> None:
+    event = main_event(
+        **rewritten(
+            180_000, Basis.TENANT_SHARE, action="compress", prompt_tokens=200_000, usage=Usage(20_000, 0, 100)
+        )
+    )
+    assert event.counterfactual_cached_tokens == 180_000 and event.counterfactual_basis == "tenant_share"
+    assert event.counterfactual_nanos == 20_000 * 2_500 + 180_000 * 250 + 100 * 15_000
 
 
 def test_recorder_request_sent_above_the_line_is_billed_at_the_tier() -> None:

@@ -21,6 +21,7 @@ from starlette.testclient import TestClient
 from gateway.app import create_app
 from gateway.config import GatewayConfig
 from gateway.configfile import ConfigError, load_config
+from gateway.conversations.counterfactual import Basis, CounterfactualCache
 from gateway.ledger import Ledger
 from gateway.metering import LedgerRecorder
 from gateway.metrics import GatewayMetrics, RequestMetrics, SpoolCollector, StateReading
@@ -230,6 +231,8 @@ async def test_request_metrics_split_savings_from_what_saving_cost(
     record = RequestRecord(request_id="r1", endpoint="chat", tenant=Tenant("acme", "k"))
     record.requested_model = record.called_model = "gpt-5.4"
     record.action, record.status, record.prompt_tokens = action, 200, prompt_tokens
+    record.transformed = action != "forward"  # a cold conversation: the unchanged one had nothing cached
+    record.counterfactual = CounterfactualCache(0, Basis.CONVERSATION_COLD) if record.transformed else None
     record.usage = Usage(input_tokens=20_000, output_tokens=10)
     if summary_usage is not None:
         record.side_calls.append(SideCall("summary", "small", "mock", summary_usage, 0.5, 200))

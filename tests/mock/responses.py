@@ -79,12 +79,15 @@ def _output_items(body: dict[str, Any], number: int) -> list[dict[str, Any]]:
     return items
 
 
-def responses_answer(body: dict[str, Any], *, number: int) -> dict[str, Any]:
+def responses_answer(
+    body: dict[str, Any], *, number: int, usage: tuple[int, int] | None = None
+) -> dict[str, Any]:
+    """``usage``: (input tokens, cached tokens), as the prompt cache saw the request."""
     output = _output_items(body, number)
     text = "".join(part["text"] for item in output if item["type"] == "message" for part in item["content"])
     reasoning = 8 if body.get("reasoning") else 0
     produced = max(1, len(text) // 4) if text else 12
-    input_tokens = _input_tokens(body)
+    input_tokens, cached = usage if usage is not None else (_input_tokens(body), 0)
     return {
         "id": f"resp_mock_{number}_{time.monotonic_ns()}",
         "object": "response",
@@ -109,7 +112,7 @@ def responses_answer(body: dict[str, Any], *, number: int) -> dict[str, Any]:
         "truncation": body.get("truncation", "disabled"),
         "usage": {
             "input_tokens": input_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": cached},
             "output_tokens": produced + reasoning,
             "output_tokens_details": {"reasoning_tokens": reasoning},
             "total_tokens": input_tokens + produced + reasoning,

@@ -12,6 +12,10 @@ it receives (a Responses request also with its raw body text), and can be told t
 - ``background: true`` responses are answered ``queued`` without usage, then read back (``GET
   /v1/responses/{id}``) ``in_progress`` ``background_polls`` times (``_control``, default 1) before
   ``completed``; ``?stream=true`` streams the whole response's events.
+- Prompt caching is simulated (``tests.mock.cache``): usage reports ``cached_tokens`` for the prefix an
+  earlier request to the same model left within the retention, in 128-token blocks from 1,024 tokens;
+  prompt tokens are counted exactly. ``_control`` takes ``{"cache": false}`` to turn it off and
+  ``{"cache_age_seconds": 600}`` to age what is cached (a pause without waiting).
 - ``GET /_requests``: what it received (path, headers without authorization values, JSON body).
 - ``POST /_reset``: forget requests and behaviour.
 """
@@ -32,6 +36,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from tests.mock.cache import PromptCache
 from tests.mock.responses import response_events, responses_answer
 
 
@@ -54,6 +59,7 @@ class MockState:
     streams_cancelled: int = 0
     streams_finished: int = 0
     responses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cache: PromptCache = field(default_factory=PromptCache)
     running: dict[str, int] = field(default_factory=dict)
     """Background responses still running: how many more reads see them in progress."""
 
@@ -111,7 +117,7 @@ def _answer(body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]] | No
         }
         return None, [call], "tool_calls"
     if last.get("role") == "tool":
-        return f"The tool said: {_text_of(last)}", None, "stop"
+        return f"The tool said: {_text_of(last)[:80]}", None, "stop"
     return f"echo: {_text_of(last)[:80]}", None, "stop"
 
 
@@ -145,13 +151,16 @@ def create_mock_app() -> Starlette:
         if failure is not None:
             return failure
         content, tool_calls, finish = _answer(body)
-        prompt = _prompt_tokens(body)
+        cap = body.get("max_completion_tokens") or body.get("max_tokens")
+        if content and isinstance(cap, int) and len(content) // 4 > cap:
+            content, finish = content[: 4 * cap], "length"  # an answer never runs past its cap
+        prompt, cached = state.cache.chat(body)
         completion = max(1, len(content or "") // 4) if content else 12
         usage = {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
             "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": 0},
+            "prompt_tokens_details": {"cached_tokens": cached},
             "completion_tokens_details": {"reasoning_tokens": 0},
         }
         created = int(time.time())
@@ -239,7 +248,7 @@ def create_mock_app() -> Starlette:
         failure = await misbehave(request, body, raw)
         if failure is not None:
             return failure
-        response = responses_answer(body, number=len(state.responses) + 1)
+        response = responses_answer(body, number=len(state.responses) + 1, usage=state.cache.responses(body))
         if body.get("store") is not False:
             state.responses[response["id"]] = response
         if body.get("background"):
@@ -348,6 +357,8 @@ def create_mock_app() -> Starlette:
 
     async def control(request: Request) -> Response:
         changes = orjson.loads(await request.body())
+        state.cache.enabled = changes.pop("cache", state.cache.enabled)
+        state.cache.age(changes.pop("cache_age_seconds", 0))
         for key, value in changes.items():
             setattr(state.behaviour, key, value)
         return _json(asdict(state.behaviour))
@@ -363,6 +374,8 @@ def create_mock_app() -> Starlette:
 
     async def reset(request: Request) -> Response:
         state.behaviour = Behaviour()
+        state.cache.enabled = True
+        state.cache.reset()
         state.requests.clear()
         state.responses.clear()
         state.running.clear()

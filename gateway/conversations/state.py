@@ -1,0 +1,75 @@
+"""A conversation's cache state: what the client last sent, what the gateway last sent upstream, when.
+
+Kept as fingerprints (``Chain``), never text. ``client`` prices what forwarding unchanged would have cost
+(the provider would hold the client's previous request); ``sent`` is the prefix the provider really holds
+when the gateway rewrote the request (with the cached tokens it reported for it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from gateway.conversations.fingerprint import Chain
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """One prompt as it went (or would have gone) to the provider."""
+
+    model: str
+    time_ms: int
+    retention_seconds: float
+    chain: Chain
+
+    def warm_at(self, now_ms: int) -> bool:
+        """The provider still holds this prompt's prefix (idle less than its retention)."""
+        return now_ms - self.time_ms < self.retention_seconds * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationState:
+    client: Seen
+    sent: Seen | None = None
+    """What the gateway sent, when it was not the client's request as is."""
+    sent_cached_tokens: int = 0
+    """Cached tokens the provider reported for the last request sent."""
+
+    def to_json(self) -> bytes:
+        data: dict[str, Any] = {"c": _seen(self.client), "x": self.sent_cached_tokens}
+        if self.sent is not None:
+            data["s"] = _seen(self.sent)
+        return orjson.dumps(data)
+
+    @classmethod
+    def from_json(cls, raw: bytes | str) -> ConversationState | None:
+        """None for a value this version cannot read (the state is only ever an estimate's input)."""
+        try:
+            data = orjson.loads(raw)
+            sent = data.get("s")
+            return cls(
+                client=_parse(data["c"]),
+                sent=_parse(sent) if isinstance(sent, dict) else None,
+                sent_cached_tokens=int(data.get("x", 0)),
+            )
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+
+def _seen(seen: Seen) -> dict[str, Any]:
+    return {
+        "m": seen.model,
+        "t": seen.time_ms,
+        "r": seen.retention_seconds,
+        "h": seen.chain.hashes.hex(),
+        "k": list(seen.chain.tokens),
+    }
+
+
+def _parse(data: dict[str, Any]) -> Seen:
+    hashes, tokens = bytes.fromhex(data["h"]), tuple(int(value) for value in data["k"])
+    if len(hashes) != 8 * len(tokens):
+        raise ValueError("a chain's hashes and tokens differ in length")
+    return Seen(str(data["m"]), int(data["t"]), float(data["r"]), Chain(hashes, tokens))

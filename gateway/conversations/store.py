@@ -1,0 +1,141 @@
+"""Conversation cache state in Redis, under the tenant's hash tag (Cluster-safe, one slot per tenant).
+
+- ``<prefix>:{tenant}:conv:<anchor>``: a conversation's ``ConversationState`` (JSON), expiring with the
+  cache's retention (what it describes is gone from the provider by then);
+- ``<prefix>:{tenant}:convs``: the tenant's conversations by last use; past ``max_per_tenant`` the oldest
+  are dropped with their state, so a tenant's share of Redis is bounded;
+- ``<prefix>:{tenant}:cacheshare``: per model, input and cached tokens of the tenant's requests forwarded
+  unchanged (``<model>:in``, ``<model>:cached``): the cached share when a conversation is unknown.
+
+Every call is bounded in time and never raises: an unreadable state is reported as unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import anyio
+import redis.asyncio as aioredis
+import structlog
+from redis.exceptions import RedisError
+
+from gateway.conversations.state import ConversationState
+from gateway.ledger.reply import integer
+from gateway.ledger.script import Script
+
+TIMEOUT_SECONDS = 0.25
+SHARE_TTL_SECONDS = 7 * 24 * 3600
+SHARE_MIN_INPUT = 100_000
+"""Input tokens the tenant's unchanged requests must add up to before their cached share is trusted."""
+
+_WRITE = Script(
+    """
+-- KEYS: 1 state, 2 index, 3 share; ARGV: 1 state JSON, 2 ttl ms, 3 anchor, 4 now ms, 5 max conversations,
+--       6 state key prefix, 7 model ('' = no share update), 8 input tokens, 9 cached tokens, 10 share ttl s
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+local excess = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[5])
+if excess > 0 then
+  local dropped = redis.call('ZPOPMIN', KEYS[2], excess)
+  for i = 1, #dropped, 2 do redis.call('DEL', ARGV[6] .. dropped[i]) end
+end
+if ARGV[7] ~= '' then
+  redis.call('HINCRBY', KEYS[3], ARGV[7] .. ':in', ARGV[8])
+  redis.call('HINCRBY', KEYS[3], ARGV[7] .. ':cached', ARGV[9])
+  redis.call('EXPIRE', KEYS[3], ARGV[10])
+end
+return 1
+"""
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    """What was read of a conversation: ``available`` False when Redis could not be asked."""
+
+    state: ConversationState | None
+    share: float | None
+    available: bool = True
+
+
+UNAVAILABLE = Recalled(None, None, available=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareUpdate:
+    model: str
+    input_tokens: int
+    cached_tokens: int
+
+
+class ConversationStore:
+    def __init__(
+        self,
+        redis: aioredis.Redis,
+        *,
+        prefix: str = "gw",
+        max_per_tenant: Callable[[], int] = lambda: 10_000,
+    ) -> None:
+        """``max_per_tenant``: read at every write, so that a reloaded config applies."""
+        self._redis = redis
+        self._prefix = prefix
+        self._max_per_tenant = max_per_tenant
+        self._log = structlog.get_logger("gateway.conversations")
+
+    def _keys(self, tenant: str) -> tuple[str, str, str]:
+        base = f"{self._prefix}:{{{tenant}}}"
+        return f"{base}:conv:", f"{base}:convs", f"{base}:cacheshare"
+
+    async def recall(self, tenant: str, anchor: str, model: str) -> Recalled:
+        state_prefix, _, share_key = self._keys(tenant)
+        try:
+            with anyio.fail_after(TIMEOUT_SECONDS):
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    pipe.get(state_prefix + anchor)
+                    pipe.hmget(share_key, [f"{model}:in", f"{model}:cached"])
+                    raw, (fed, cached) = await pipe.execute()
+        except (RedisError, OSError, TimeoutError) as exc:
+            self._log.warning("conversation_state_unavailable", error=type(exc).__name__)
+            return UNAVAILABLE
+        state = ConversationState.from_json(raw) if raw is not None else None
+        return Recalled(state, _share(fed, cached))
+
+    async def remember(
+        self,
+        tenant: str,
+        anchor: str,
+        state: ConversationState,
+        *,
+        ttl_seconds: float,
+        now_ms: int,
+        share: ShareUpdate | None = None,
+    ) -> bool:
+        state_prefix, index_key, share_key = self._keys(tenant)
+        args: list[str | int] = [
+            state.to_json().decode(),
+            max(1, int(ttl_seconds * 1000)),
+            anchor,
+            now_ms,
+            self._max_per_tenant(),
+            state_prefix,
+            share.model if share else "",
+            share.input_tokens if share else 0,
+            share.cached_tokens if share else 0,
+            SHARE_TTL_SECONDS,
+        ]
+        try:
+            with anyio.fail_after(TIMEOUT_SECONDS * 4):
+                await _WRITE.run(self._redis, [state_prefix + anchor, index_key, share_key], args)
+        except (RedisError, OSError, TimeoutError) as exc:
+            self._log.warning("conversation_state_unavailable", error=type(exc).__name__)
+            return False
+        return True
+
+
+def _share(fed: object, cached: object) -> float | None:
+    total, hits = integer(fed), integer(cached)
+    if total < SHARE_MIN_INPUT:
+        return None
+    return min(1.0, max(0.0, hits / total))

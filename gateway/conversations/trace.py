@@ -1,0 +1,110 @@
+"""A request's part of its conversation: the prompt it received and the one it sent, as fingerprints.
+
+Built after the upstream answered, for the requests worth it: those the gateway rewrote, and those large
+enough to be cached (``limits.track_conversations_from``, at least the cache's minimum prefix). The
+fingerprints are computed when first asked for (a rewritten request needs them for its cost event; the
+others only in the background, after their answer).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.config import GatewayConfig, PromptCacheConfig, prompt_cache_of
+from gateway.conversations.fingerprint import Chain, anchor_of, chain_of
+from gateway.conversations.state import Seen
+from gateway.planning import Front, Plan
+from gateway.responses.counting import countable
+from gateway.tokens.counter import TokenCount
+
+EXTENDED_RETENTION = "24h"
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One prompt (a body, its front and its count), fingerprinted on demand."""
+
+    front: Front
+    body: Mapping[str, Any]
+    count: TokenCount
+
+    def chain(self) -> Chain:
+        messages = [countable(message) for message in self.front.messages(self.body)]
+        return chain_of(
+            self.body.get("tools"),
+            messages,
+            tools_tokens=self.count.tools,
+            per_message=self.count.per_message,
+        )
+
+
+@dataclass(slots=True)
+class ConversationTrace:
+    tenant: str
+    model: str
+    """The model the client asked for (the one whose cache the counterfactual prices)."""
+    called_model: str
+    cache: PromptCacheConfig
+    retention_seconds: float
+    time_ms: int
+    received: Prompt
+    sent: Prompt | None
+    """What went upstream, when the gateway rewrote it."""
+    _chains: dict[str, Chain] = field(default_factory=dict)
+
+    def chain(self, which: str = "received") -> Chain:
+        found = self._chains.get(which)
+        if found is None:
+            prompt = self.received if which == "received" else self.sent
+            assert prompt is not None
+            found = self._chains[which] = prompt.chain()
+        return found
+
+    @property
+    def anchor(self) -> str:
+        messages = self.received.front.messages(self.received.body)
+        return anchor_of(self.chain(), messages, cache_key=self.received.body.get("prompt_cache_key"))
+
+    def client_seen(self) -> Seen:
+        return Seen(self.model, self.time_ms, self.retention_seconds, self.chain())
+
+    def sent_seen(self) -> Seen | None:
+        if self.sent is None:
+            return None
+        return Seen(self.called_model, self.time_ms, self.retention_seconds, self.chain("sent"))
+
+
+def trace_of(
+    config: GatewayConfig,
+    *,
+    tenant: str,
+    model: str,
+    called_model: str,
+    body: Mapping[str, Any],
+    plan: Plan,
+    started_at: float | None = None,
+) -> ConversationTrace | None:
+    """The trace of a request planned as ``plan`` from ``body``; None when it is not worth keeping (too
+    small to be cached and not rewritten) or cannot be fingerprinted (not counted exactly)."""
+    count = plan.count
+    if count is None or plan.decision is None:
+        return None
+    cache = prompt_cache_of(config, model)
+    threshold = max(cache.min_prefix_tokens, config.limits.track_conversations_from)
+    if not plan.changed and count.total < threshold:
+        return None
+    sent = Prompt(plan.front, plan.body, plan.sent_count) if plan.changed and plan.sent_count else None
+    extended = body.get("prompt_cache_retention") == EXTENDED_RETENTION
+    return ConversationTrace(
+        tenant=tenant,
+        model=model,
+        called_model=called_model,
+        cache=cache,
+        retention_seconds=cache.extended_retention_seconds if extended else cache.retention_seconds,
+        time_ms=int((started_at if started_at is not None else time.time()) * 1000),
+        received=Prompt(plan.front, body, count),
+        sent=sent,
+    )

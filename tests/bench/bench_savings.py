@@ -1,0 +1,291 @@
+"""What the gateway really saves, with the provider's prompt cache simulated, against what its ledger claims.
+
+Run: ``.venv/bin/python -m tests.bench.bench_savings [--workloads chat,short,tools]``. Three scripted
+sessions (the client resends its whole history every turn and appends scripted answers, so both runs send
+the same prompts) are replayed twice against the caching mock upstream (``tests.mock.cache``): straight to
+it (forwarding everything unchanged), then through a gateway with the shipped policies and a priced cheap
+model. Per workload it prints the cost forwarded unchanged, the cost through the gateway (its requests and
+side calls, from its ledger), the saving the ledger claims, the real saving (the difference of the two
+bills) and how far the claim is from it.
+
+- ``chat``: a chat growing about 10K tokens a turn for 40 turns, to about 420K;
+- ``short``: the same chat, ending two turns after it crosses the warning line (250K);
+- ``tools``: a tool loop whose tool outputs are 10-25K tokens, until two turns past the cliff (272K).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from gateway.config import ModelPricing
+from gateway.pricing import price
+from gateway.redisserver import free_port
+from gateway.types import Usage
+from tests.bench.harness import PYTHON, process
+from tests.factories import make_config, shared_counter, write_config
+from tests.fixtures.haystack import ProseGenerator
+
+WARNING, CLIFF = 250_000, 272_000
+ANSWER_TOKENS = 50
+GPT_5_4 = ModelPricing.model_validate(make_config()["models"]["gpt-5.4"]["pricing"])
+
+
+def text_of(prose: ProseGenerator, tokens: int) -> str:
+    """Prose of about ``tokens`` tokens."""
+    sentences = []
+    counted = 0
+    while counted < tokens:
+        sentence = prose.sentence()
+        sentences.append(sentence)
+        counted += max(1, len(sentence) // 4)
+    return " ".join(sentences)
+
+
+def tokens_of(messages: list[dict[str, Any]], tools: list[Any] | None = None) -> int:
+    body: dict[str, Any] = {"model": "gpt-5.4", "messages": messages}
+    if tools:
+        body["tools"] = tools
+    return shared_counter().count_chat("gpt-5.4", body).total
+
+
+Session = Iterator[dict[str, Any]]
+"""Request bodies, in order."""
+
+
+def long_chat(*, stop_after_warning: int | None = None) -> Session:
+    prose = ProseGenerator(3)
+    history: list[dict[str, Any]] = [{"role": "system", "content": "You are a careful analyst. " * 50}]
+    past_warning = None
+    for turn in range(40):
+        history.append({"role": "user", "content": f"Turn {turn}. " + text_of(prose, 9_000)})
+        yield {"model": "gpt-5.4", "messages": list(history), "max_completion_tokens": ANSWER_TOKENS}
+        if stop_after_warning is not None:
+            if past_warning is None and tokens_of(history) >= WARNING:
+                past_warning = turn
+            if past_warning is not None and turn >= past_warning + stop_after_warning:
+                return
+        history.append({"role": "assistant", "content": text_of(prose, 1_000)})
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file of the repository.",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    }
+]
+
+
+def tool_loop() -> Session:
+    prose, rng = ProseGenerator(5), random.Random(5)
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent. Use the tools. " * 30},
+        {"role": "user", "content": "Find why the nightly build fails and fix it. Keep the public API."},
+    ]
+    past_cliff = None
+    for step in range(60):
+        call_id = f"call_{step}"
+        history.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {
+                            "name": "read_file",
+                            "arguments": orjson.dumps({"path": f"src/m{step}.py"}).decode(),
+                        },
+                    }
+                ],
+            }
+        )
+        history.append(
+            {"role": "tool", "tool_call_id": call_id, "content": text_of(prose, rng.randint(10_000, 25_000))}
+        )
+        yield {
+            "model": "gpt-5.4",
+            "messages": list(history),
+            "tools": TOOLS,
+            "max_completion_tokens": ANSWER_TOKENS,
+        }
+        if past_cliff is None and tokens_of(history, TOOLS) > CLIFF:
+            past_cliff = step
+        if past_cliff is not None and step >= past_cliff + 2:
+            return
+
+
+WORKLOADS: dict[str, Callable[[], Session]] = {
+    "chat": long_chat,
+    "short": lambda: long_chat(stop_after_warning=2),
+    "tools": tool_loop,
+}
+
+
+def bill(usage: dict[str, Any]) -> int:
+    details = usage.get("prompt_tokens_details") or {}
+    reported = Usage(
+        input_tokens=usage["prompt_tokens"],
+        cached_input_tokens=details.get("cached_tokens") or 0,
+        output_tokens=usage["completion_tokens"],
+    )
+    return price(reported, GPT_5_4).total_nanos
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    workload: str
+    requests: int
+    unchanged_nanos: int
+    gateway_nanos: int
+    claimed_nanos: int
+    actions: dict[str, int]
+
+    @property
+    def real_nanos(self) -> int:
+        return self.unchanged_nanos - self.gateway_nanos
+
+
+def run(name: str, mock: str, gateway: str, key: str, tenant: str) -> Result:
+    with httpx.Client(timeout=600) as client:
+        client.post(f"{mock}/_reset")
+        bodies = list(WORKLOADS[name]())
+        unchanged = sum(
+            bill(client.post(f"{mock}/v1/chat/completions", json=body).json()["usage"]) for body in bodies
+        )
+        client.post(f"{mock}/_reset")
+        actions: dict[str, int] = {}
+        headers = {"authorization": f"Bearer {key}"}
+        ids = []
+        for body in bodies:
+            answer = client.post(f"{gateway}/v1/chat/completions", json=body, headers=headers)
+            answer.raise_for_status()
+            action = answer.headers["x-gateway-action"]
+            actions[action] = actions.get(action, 0) + 1
+            ids.append(answer.headers["x-gateway-request-id"])
+        events = ledger(client, gateway, tenant, set(ids))
+    return Result(
+        name,
+        len(bodies),
+        unchanged,
+        sum(nanos(event["cost_usd"]) for event in events),
+        sum(nanos(event["saving_usd"]) for event in events),
+        actions,
+    )
+
+
+def nanos(amount: str) -> int:
+    return int(Decimal(amount) * 10**9)
+
+
+def ledger(client: httpx.Client, gateway: str, tenant: str, ids: set[str]) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 60
+    while True:
+        answer = client.get(
+            f"{gateway}/admin/costs",
+            params={"tenant": tenant, "format": "ndjson"},
+            headers={"authorization": "Bearer bench-admin"},
+        )
+        found = [orjson.loads(line) for line in answer.text.splitlines() if line]
+        if ids <= {event["id"] for event in found} or time.monotonic() > deadline:
+            time.sleep(1.0)  # side events of the last requests
+            answer = client.get(
+                f"{gateway}/admin/costs",
+                params={"tenant": tenant, "format": "ndjson"},
+                headers={"authorization": "Bearer bench-admin"},
+            )
+            return [orjson.loads(line) for line in answer.text.splitlines() if line]
+        time.sleep(0.2)
+
+
+def usd(nanos_value: int) -> str:
+    return f"${nanos_value / 1e9:,.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--workloads", default="chat,short,tools")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    args = parser.parse_args()
+    names = args.workloads.split(",")
+    suffix = uuid.uuid4().hex[:8]
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        mock_port, gateway_port = free_port(), free_port()
+        mock_args = [PYTHON, "-m", "tests.mock.upstream", "--port", str(mock_port)]
+        with process(mock_args, f"http://127.0.0.1:{mock_port}/v1/models", env={}, log=tmp_path / "mock.log"):
+            config = make_config(
+                tenants={f"{name}-{suffix}": {"keys": [f"sk-bench-{name}"]} for name in names}
+            )
+            config["providers"]["mock"]["base_url"] = f"http://127.0.0.1:{mock_port}/v1"
+            config["models"]["small"]["pricing"] = {
+                "input": "0.25",
+                "cached_input": "0.025",
+                "output": "2.00",
+            }
+            policies = orjson.loads(
+                orjson.dumps({"default": {"name": "default", "compress": {"cheap_model": "small"}}})
+            )
+            config["policies"] = policies
+            path = write_config(tmp_path / "gateway.yaml", config)
+            env = {
+                "GATEWAY_CONFIG": str(path),
+                "GATEWAY_PORT": str(gateway_port),
+                "GATEWAY_REDIS_URL": args.redis_url,
+                "GATEWAY_ADMIN_KEY": "bench-admin",
+                "GATEWAY_DATA_DIR": str(tmp_path / "data"),
+            }
+            gateway_args = [str(Path(PYTHON).parent / "gateway"), "serve"]
+            with process(
+                gateway_args, f"http://127.0.0.1:{gateway_port}/healthz", env=env, log=tmp_path / "gw.log"
+            ):
+                results = [
+                    run(name, f"http://127.0.0.1:{mock_port}", f"http://127.0.0.1:{gateway_port}",
+                        f"sk-bench-{name}", f"{name}-{suffix}")
+                    for name in names
+                ]  # fmt: skip
+    header = ("workload", "requests", "unchanged", "gateway", "claimed", "real", "claim/real", "actions")
+    print(" | ".join(header))
+    for result in results:
+        ratio = result.claimed_nanos / result.real_nanos if result.real_nanos else float("nan")
+        actions = ", ".join(f"{key} {value}" for key, value in sorted(result.actions.items()))
+        print(
+            " | ".join(
+                [
+                    result.workload,
+                    str(result.requests),
+                    usd(result.unchanged_nanos),
+                    usd(result.gateway_nanos),
+                    usd(result.claimed_nanos),
+                    usd(result.real_nanos),
+                    f"{ratio:.3f}",
+                    actions,
+                ]
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""Honest savings, end to end: a growing session through the gateway and the caching mock upstream.
+
+The same scripted conversation (the client resends its whole history each turn) is sent twice: straight to
+the mock, which bills each request with the cached tokens its simulated prompt cache gives (what
+forwarding everything unchanged costs), and through a gateway whose bands are small enough to compress the
+later turns. The real saving is the first bill minus everything the gateway's run cost (its requests and
+the cheap model's summaries), computed from what the mock reported; the ledger's claimed saving must match.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import orjson
+import pytest
+
+from gateway.config import ModelPricing
+from gateway.pricing import price
+from gateway.types import Usage
+from tests.e2e.processes import gateway_process
+from tests.factories import TENANT_KEY, make_config, write_config
+from tests.fixtures.conversations import ProseGenerator
+
+GPT_5_4 = ModelPricing(input=Decimal("2.50"), cached_input=Decimal("0.25"), output=Decimal("15.00"))
+TURNS = 14
+
+
+def savings_config(mock_url: str, tenant: str) -> dict[str, Any]:
+    config = make_config(tenants={tenant: {"keys": [TENANT_KEY]}})
+    config["providers"]["mock"]["base_url"] = f"{mock_url}/v1"
+    config["models"]["small"]["pricing"] = {"input": "0.25", "cached_input": "0.025", "output": "2.00"}
+    config["limits"] = {"track_conversations_from": 1024}
+    config["policies"] = {
+        "bands": {"gpt-5.4": {"warning_tokens": 6000, "cliff_tokens": 9000}},
+        "default": {
+            "name": "default",
+            "actions": {"warning": "compress", "over_cliff": "compress"},
+            "compress": {"cheap_model": "small", "keep_recent_turns": 2},
+        },
+    }
+    return config
+
+
+@pytest.fixture(scope="module")
+def savings_gateway(
+    tmp_path_factory: pytest.TempPathFactory, mock_url: str, redis_url: str
+) -> Iterator[tuple[str, str]]:
+    tenant = f"savings-{int(time.time() * 1000)}"
+    directory = tmp_path_factory.mktemp("savings")
+    path = write_config(directory / "gateway.yaml", savings_config(mock_url, tenant))
+    with gateway_process(path, redis_url, directory) as url:
+        yield url, tenant
+
+
+def session() -> list[list[dict[str, Any]]]:
+    """The prompts of a scripted session: each turn adds about 700 tokens of user text and an answer."""
+    prose = ProseGenerator(11)
+    history: list[dict[str, Any]] = [{"role": "system", "content": "You are a careful analyst. " * 40}]
+    prompts = []
+    for turn in range(TURNS):
+        question = " ".join(prose.sentence() for _ in range(30))
+        history.append({"role": "user", "content": f"Turn {turn}: {question}"})
+        prompts.append(list(history))
+        history.append({"role": "assistant", "content": " ".join(prose.sentence() for _ in range(6))})
+    return prompts
+
+
+def cost_of(usage: dict[str, Any]) -> int:
+    details = usage.get("prompt_tokens_details") or {}
+    reported = Usage(
+        input_tokens=usage["prompt_tokens"],
+        cached_input_tokens=details.get("cached_tokens", 0),
+        output_tokens=usage["completion_tokens"],
+    )
+    return price(reported, GPT_5_4).total_nanos
+
+
+def events(gateway: str, tenant: str, count: int, timeout: float = 20.0) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = httpx.get(
+            f"{gateway}/admin/costs",
+            params={"tenant": tenant, "format": "ndjson"},
+            headers={"authorization": "Bearer admin-e2e"},
+            timeout=10,
+        )
+        found = [orjson.loads(line) for line in answer.text.splitlines() if line]
+        if len([e for e in found if e["parent_id"] is None]) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
+def test_a_growing_session_claims_the_saving_it_really_made(
+    savings_gateway: tuple[str, str], mock: httpx.Client, mock_url: str
+) -> None:
+    gateway, tenant = savings_gateway
+    prompts = session()
+    direct = openai.OpenAI(base_url=f"{mock_url}/v1", api_key="unused", max_retries=0)
+    unchanged = 0
+    for messages in prompts:
+        answer = direct.chat.completions.create(model="gpt-5.4", messages=messages, max_completion_tokens=50)
+        assert answer.usage is not None
+        unchanged += cost_of(answer.usage.model_dump())
+    mock.post("/_reset")  # a cold cache again, for the run through the gateway
+    through = openai.OpenAI(base_url=f"{gateway}/v1", api_key=TENANT_KEY, max_retries=0)
+    actions = []
+    for messages in prompts:
+        raw = through.chat.completions.with_raw_response.create(
+            model="gpt-5.4", messages=messages, max_completion_tokens=50
+        )
+        actions.append(raw.headers["x-gateway-action"])
+    assert actions[0] == "forward" and "compress" in actions
+
+    stored = events(gateway, tenant, len(prompts))
+    spent = sum(int(Decimal(event["cost_usd"]) * 10**9) for event in stored)
+    claimed = sum(int(Decimal(event["saving_usd"]) * 10**9) for event in stored)
+    real = unchanged - spent
+    assert real > 0
+    assert abs(claimed - real) <= 0.15 * real, (claimed, real)
+    compressed = [e for e in stored if e["action"] == "compress"]
+    assert {e["counterfactual_basis"] for e in compressed} == {"conversation"}
+    assert all(e["counterfactual_cached_tokens"] > 0 for e in compressed)
+    forwarded = [e for e in stored if e["action"] == "forward"]
+    assert all(e["saving_usd"] == "0.000000000" for e in forwarded)
+    assert any(e["cached_tokens"] > 0 for e in forwarded)  # the mock's cache was seen
+
+
+def test_the_caching_mock_can_be_turned_off(mock: httpx.Client, mock_url: str, tmp_path: Path) -> None:
+    direct = openai.OpenAI(base_url=f"{mock_url}/v1", api_key="unused", max_retries=0)
+    messages = session()[3]
+    direct.chat.completions.create(model="gpt-5.4", messages=messages)
+    warm = direct.chat.completions.create(model="gpt-5.4", messages=messages)
+    mock.post("/_control", json={"cache": False})
+    off = direct.chat.completions.create(model="gpt-5.4", messages=messages)
+    assert warm.usage is not None and off.usage is not None
+    assert warm.usage.prompt_tokens_details is not None and off.usage.prompt_tokens_details is not None
+    assert warm.usage.prompt_tokens_details.cached_tokens >= 1024
+    assert off.usage.prompt_tokens_details.cached_tokens == 0
