@@ -15,6 +15,7 @@ from functools import partial
 
 import numpy as np
 
+from compressors.lru import Lru
 from compressors.messages import latest_user
 from compressors.protocols import Cache, Embedder, Message, TokenCounter
 from compressors.retrieval.assembly import Placed, assemble
@@ -41,7 +42,7 @@ from compressors.retrieval.ranking import (
 )
 from compressors.retrieval.result import EmbeddingCall, Outcome, RetrievalRequest, RetrievalResult
 from compressors.retrieval.settings import RetrievalSettings
-from compressors.retrieval.store import Lru, Source, Store
+from compressors.retrieval.store import Source, Store
 
 _ESTIMATE_SLACK = 64
 """Tokens by which the estimated request size may be off (piece counts at joins, message overhead)."""

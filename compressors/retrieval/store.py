@@ -5,12 +5,12 @@ result)."""
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Generic, Literal, TypeVar
 
 from compressors.flight import single_flight
+from compressors.lru import Lru
 from compressors.protocols import Cache
 
 Value = TypeVar("Value")
@@ -18,31 +18,6 @@ Source = Literal["memory", "cache", "built"]
 
 _LOCK_TTL_SECONDS = 60.0
 _POLL_SECONDS = 0.05
-
-
-class Lru(Generic[Value]):
-    """The last ``capacity`` values used, most recent last."""
-
-    def __init__(self, capacity: int) -> None:
-        self._capacity = capacity
-        self._values: OrderedDict[str, Value] = OrderedDict()
-
-    def get(self, key: str) -> Value | None:
-        value = self._values.get(key)
-        if value is not None:
-            self._values.move_to_end(key)
-        return value
-
-    def put(self, key: str, value: Value) -> None:
-        if self._capacity <= 0:
-            return
-        self._values[key] = value
-        self._values.move_to_end(key)
-        while len(self._values) > self._capacity:
-            self._values.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._values)
 
 
 class Store(Generic[Value]):

@@ -1,20 +1,30 @@
-"""``SummarizeOldTurns``: old turns become one cached summary; recent turns and system messages stay.
+"""``SummarizeOldTurns``: old turns become cached summary parts; what the user said and the recent blocks
+stay; what the latest request asks about is recalled.
 
-For a request: select the old blocks; compute the name of every prefix of them; find the longest
-prefix with a cached summary. If that summary, followed by everything after its prefix, fits the
-target, it is reused as it is: no cheap-model call, turn after turn, until the conversation grows
-past the target again. Otherwise a summary of the whole old part is written, from the cached one plus
-the newer old blocks when there is one (incremental), from scratch otherwise, once across concurrent
-requests (single flight), and cached for the next turn.
+For a request: select the old blocks (``selection``); name every prefix of them (``keys``); find the
+longest prefix with a cached compaction (``store``). While that compaction, laid out with everything
+after its prefix (``compaction.lay_out``), counts at most ``reuse_tokens``, it is sent as it is: no
+cheap-model call, the same bytes up to where the request grows, turn after turn, so the provider's
+prompt cache keeps serving them. Only past ``reuse_tokens`` is a new compaction written, once across
+concurrent requests (single flight), aimed at ``target_tokens``: a part appended after the cached ones
+(or the first part, or a roll-up; see ``compaction``), with the tool outputs over the cap excerpted.
+Either way the request then gets, after the stable prefix, the excerpts of the summarised turns most
+relevant to its latest question (``recall``), within what the limit leaves.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
 
 from compressors.flight import single_flight
+from compressors.lru import Lru
 from compressors.protocols import Cache, Completer, Message, TokenCounter
-from compressors.summary.assembly import assemble
+from compressors.summary import compaction
+from compressors.summary.compaction import View
 from compressors.summary.errors import CannotCompress
 from compressors.summary.keys import lock_key, prefix_hashes
 from compressors.summary.result import Precomputed, SummaryResult
@@ -22,55 +32,105 @@ from compressors.summary.selection import Selection, select
 from compressors.summary.settings import SummarySettings
 from compressors.summary.store import CachedSummary, SummaryStore
 from compressors.summary.summarizer import Summarizer
-from compressors.summary.transcript import render_block
+
+if TYPE_CHECKING:
+    from compressors.retrieval.index import DocumentIndex
+
+
+@dataclass(frozen=True, slots=True)
+class _Compacted:
+    view: View
+    blocks: int
+    """Blocks the compaction covers."""
+    reused: bool
+    cache_hit: bool
+    calls_made: int
 
 
 class SummarizeOldTurns:
-    """The summary compressor; long-lived, with the gateway's counter, cheap-model completer and cache."""
+    """The summary compressor, with the gateway's counter, cheap-model completer and cache."""
 
-    def __init__(self, *, counter: TokenCounter, completer: Completer, cache: Cache) -> None:
+    def __init__(
+        self,
+        *,
+        counter: TokenCounter,
+        completer: Completer,
+        cache: Cache,
+        recall_memory: Lru[DocumentIndex] | None = None,
+    ) -> None:
+        """``recall_memory``: recall indexes kept in this process across requests (share one)."""
         self._counter = counter
         self._completer = completer
         self._cache = cache
+        self._recall_memory = recall_memory
 
     async def compress(
         self, messages: Sequence[Message], settings: SummarySettings, *, tokens_before: int | None = None
     ) -> SummaryResult:
-        """The request with its old turns summarised, at most ``settings.target_tokens`` tokens.
+        """The request compacted: at most ``reuse_tokens`` when a cached compaction is reused as it is,
+        at most ``target_tokens`` when one is written.
 
-        Raises ``CannotCompress`` when what stays verbatim (or that plus the summary) is over the
-        target, and ``SummaryFailed`` when no summary could be written. ``tokens_before`` saves a
-        recount when the gateway has already counted the request.
+        Raises ``CannotCompress`` when the result is over that limit, or when what a new compaction
+        keeps verbatim (after the cap's excerpts) is over the target; ``SummaryFailed`` when no summary
+        could be written. ``tokens_before`` saves a recount when the gateway has already counted it.
         """
         before = self._counter.count_messages(messages) if tokens_before is None else tokens_before
-        selection, kept_tokens = self._select(messages, settings)
-        result, _ = await self._summarize(messages, selection, settings, before=before)
-        if result.tokens_after > settings.target_tokens:
+        selection = select(messages, settings=settings, counter=self._counter)
+        compacted = await self._compact(messages, selection, settings)
+        if compacted is None:
+            return _unchanged(messages, before)
+        limit = settings.reuse_limit if compacted.reused else settings.target_tokens
+        result = await self._finish(messages, selection, compacted, settings, before=before, limit=limit)
+        if result.tokens_after > limit:
+            kept = self._counter.count_messages(compacted.view.verbatim())
+            name = "reuse limit" if compacted.reused else "target"
             raise CannotCompress(
-                f"the summarised request has {result.tokens_after} tokens, over the target of "
-                f"{settings.target_tokens}; the part kept verbatim alone has {kept_tokens}",
-                kept_tokens=kept_tokens,
-                target_tokens=settings.target_tokens,
+                f"the summarised request has {result.tokens_after} tokens, over the {name} of {limit}; "
+                f"the part kept verbatim alone has {kept}",
+                kept_tokens=kept,
+                target_tokens=limit,
                 calls_made=result.calls_made,
             )
         return result
 
     async def precompute(self, messages: Sequence[Message], settings: SummarySettings) -> Precomputed:
-        """Write and cache the summary ``compress`` would need for these messages, ahead of time.
+        """Write and cache the compaction ``compress`` would need for these messages, ahead of time.
 
         Meant to run in the background after a response, so that the request that later crosses the
-        warning line finds its summary cached. Raises like ``compress``, except that a result over the
-        target is not an error here.
+        warning line finds it cached. Follows the rules of ``compress`` (a cached compaction within
+        ``reuse_tokens`` is left as it is) and raises like it, except that a result over the limit is
+        not an error here.
         """
-        selection, _ = self._select(messages, settings)
-        result, covered = await self._summarize(messages, selection, settings, before=None)
+        selection = select(messages, settings=settings, counter=self._counter)
+        compacted = await self._compact(messages, selection, settings)
+        if compacted is None:
+            return Precomputed(summarized_blocks=0, cache_hit=False, calls_made=0)
         return Precomputed(
-            summarized_blocks=covered, cache_hit=result.cache_hit, calls_made=result.calls_made
+            summarized_blocks=compacted.blocks,
+            cache_hit=compacted.cache_hit,
+            calls_made=compacted.calls_made,
         )
 
-    def _select(self, messages: Sequence[Message], settings: SummarySettings) -> tuple[Selection, int]:
-        selection = select(messages, settings=settings, counter=self._counter)
-        kept_tokens = self._counter.count_messages([messages[i] for i in selection.kept(len(messages))])
+    async def _compact(
+        self, messages: Sequence[Message], selection: Selection, settings: SummarySettings
+    ) -> _Compacted | None:
+        """The request laid out with a reused or a newly written compaction; None: nothing is old."""
+        if not selection.summarized():
+            return None
+        hashes = prefix_hashes(messages, selection.blocks[: selection.split], settings=settings)
+        store = SummaryStore(self._cache, ttl_seconds=settings.cache_ttl)
+        cached = await store.find_longest(hashes, upto=selection.split)
+        base: CachedSummary | None = None
+        if cached is not None:
+            view = await self._lay_out(messages, selection, cached, settings)
+            if view.replaced:
+                nothing_newer = not selection.summarized(start=cached.blocks)
+                if nothing_newer or view.tokens <= settings.reuse_limit:
+                    return _Compacted(view, cached.blocks, reused=True, cache_hit=True, calls_made=0)
+                base = cached
+        excerpted, kept_tokens = await asyncio.to_thread(
+            partial(compaction.verbatim, settings=settings, counter=self._counter), messages, selection, base
+        )
         if kept_tokens > settings.target_tokens:
             raise CannotCompress(
                 f"the part kept verbatim (system messages, recent turns, last user message) has "
@@ -78,43 +138,11 @@ class SummarizeOldTurns:
                 kept_tokens=kept_tokens,
                 target_tokens=settings.target_tokens,
             )
-        return selection, kept_tokens
-
-    async def _summarize(
-        self,
-        messages: Sequence[Message],
-        selection: Selection,
-        settings: SummarySettings,
-        *,
-        before: int | None,
-    ) -> tuple[SummaryResult, int]:
-        """The result and how many blocks its summary covers."""
-        if not selection.summarized():
-            tokens = self._counter.count_messages(messages) if before is None else before
-            unchanged = SummaryResult(
-                messages=list(messages),
-                tokens_before=tokens,
-                tokens_after=tokens,
-                summarized=None,
-                summarized_count=0,
-                cache_hit=False,
-                calls_made=0,
-            )
-            return unchanged, 0
-        hashes = prefix_hashes(messages, selection.blocks[: selection.split], settings=settings)
-        store = SummaryStore(self._cache, ttl_seconds=settings.cache_ttl)
-        cached = await store.find_longest(hashes, upto=selection.split)
-        if cached is not None and selection.summarized(cached.blocks):
-            reused = self._result(messages, selection, cached, before=before, cache_hit=True, calls_made=0)
-            if cached.blocks == selection.split or reused.tokens_after <= settings.target_tokens:
-                return reused, cached.blocks
         summary, produced, calls_made = await self._write(
-            messages, selection, settings, hashes, store, cached
+            messages, selection, settings, hashes, store, base, excerpted
         )
-        result = self._result(
-            messages, selection, summary, before=before, cache_hit=not produced, calls_made=calls_made
-        )
-        return result, summary.blocks
+        view = await self._lay_out(messages, selection, summary, settings)
+        return _Compacted(view, summary.blocks, reused=False, cache_hit=not produced, calls_made=calls_made)
 
     async def _write(
         self,
@@ -124,12 +152,10 @@ class SummarizeOldTurns:
         hashes: Sequence[str],
         store: SummaryStore,
         base: CachedSummary | None,
+        excerpted: tuple[tuple[int, int], ...],
     ) -> tuple[CachedSummary, bool, int]:
-        """The summary of the whole old part, whether this call wrote it, and the cheap calls it made.
-
-        Written from ``base`` (a summary of a shorter prefix) plus the blocks after it when given,
-        from scratch otherwise; once across concurrent requests.
-        """
+        """The compaction of ``blocks[:split]``, whether this call wrote it, and the cheap calls it
+        made; once across concurrent requests."""
         summarizer = Summarizer(completer=self._completer, counter=self._counter, settings=settings)
         prefix = hashes[selection.split]
 
@@ -137,10 +163,15 @@ class SummarizeOldTurns:
             return await store.load(prefix, blocks=selection.split)
 
         async def produce() -> CachedSummary:
-            start = 0 if base is None else base.blocks
-            pieces = [render_block(messages, block) for block in selection.blocks[start : selection.split]]
-            text = await summarizer.summarize(pieces, previous=None if base is None else base.text)
-            summary = CachedSummary(blocks=selection.split, text=text)
+            summary = await compaction.write(
+                messages,
+                selection,
+                base=base,
+                excerpted=excerpted,
+                summarizer=summarizer,
+                settings=settings,
+                counter=self._counter,
+            )
             await store.save(hashes, summary)
             return summary
 
@@ -155,24 +186,67 @@ class SummarizeOldTurns:
         )
         return summary, produced, summarizer.calls_made
 
-    def _result(
+    async def _lay_out(
         self,
         messages: Sequence[Message],
         selection: Selection,
         summary: CachedSummary,
+        settings: SummarySettings,
+    ) -> View:
+        # Laying out counts the whole request (tens of milliseconds when it is long): a worker thread
+        # does it, so the event loop keeps serving other requests meanwhile.
+        lay_out = partial(compaction.lay_out, settings=settings, counter=self._counter)
+        return await asyncio.to_thread(lay_out, messages, selection, summary)
+
+    async def _finish(
+        self,
+        messages: Sequence[Message],
+        selection: Selection,
+        compacted: _Compacted,
+        settings: SummarySettings,
         *,
-        before: int | None,
-        cache_hit: bool,
-        calls_made: int,
+        before: int,
+        limit: int,
     ) -> SummaryResult:
-        summarized = selection.summarized(summary.blocks)
-        compressed = assemble(messages, summarized=summarized, text=summary.text)
-        return SummaryResult(
-            messages=compressed,
-            tokens_before=self._counter.count_messages(messages) if before is None else before,
-            tokens_after=self._counter.count_messages(compressed),
-            summarized=range(summarized[0], summarized[-1] + 1),
-            summarized_count=len(summarized),
-            cache_hit=cache_hit,
-            calls_made=calls_made,
+        """The result, with the recall message when there is room for one under ``limit``."""
+        view = compacted.view
+        # recall brings numpy and bm25s: imported when a request first recalls, not with the package
+        from compressors.summary.recall import place, question, recall
+
+        recalled = await recall(
+            messages,
+            view.replaced,
+            asked=question(messages, selection.last_user),
+            budget=min(settings.recall_tokens, limit - view.tokens),
+            counter=self._counter,
+            cache=self._cache,
+            ttl_seconds=settings.cache_ttl,
+            memory=self._recall_memory,
         )
+        final = view.messages if recalled is None else place(view.messages, recalled)
+        return SummaryResult(
+            messages=final,
+            tokens_before=before,
+            tokens_after=view.tokens if recalled is None else self._counter.count_messages(final),
+            summarized=range(view.replaced[0], view.replaced[-1] + 1),
+            summarized_count=len(view.replaced),
+            cache_hit=compacted.cache_hit,
+            calls_made=compacted.calls_made,
+            reused=compacted.reused,
+            parts=len(view.sections),
+            pinned=view.pinned,
+            recalled_chunks=0 if recalled is None else recalled.chunks,
+            excerpted=view.excerpted,
+        )
+
+
+def _unchanged(messages: Sequence[Message], tokens: int) -> SummaryResult:
+    return SummaryResult(
+        messages=list(messages),
+        tokens_before=tokens,
+        tokens_after=tokens,
+        summarized=None,
+        summarized_count=0,
+        cache_hit=False,
+        calls_made=0,
+    )

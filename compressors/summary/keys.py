@@ -6,6 +6,9 @@ cheap model, summary size). The hash runs over the blocks once and is read off a
 ``hashes[n]`` names ``blocks[:n]`` and a later turn of the same conversation, which resends the same
 blocks, finds the same names for the prefixes it shares. System messages are not part of the prefix:
 they stay verbatim and do not change what the summary says.
+
+Besides summaries (``summary_key``), their locks and the per-conversation index, the cache holds the
+recall index of each summarised span, named by a hash of its text (``recall_key``).
 """
 
 from __future__ import annotations
@@ -49,6 +52,11 @@ def summary_key(prefix: str) -> str:
 
 def lock_key(prefix: str) -> str:
     return f"summary-lock:{prefix}"
+
+
+def recall_key(name: str) -> str:
+    """The recall index of a summarised span, ``name`` being the retrieval index's content hash."""
+    return f"summary-recall:{name}"
 
 
 def index_key(anchor: str) -> str:

@@ -1,4 +1,9 @@
-"""The cheap model's prompt (fresh, incremental and merge forms) and the check of its three sections."""
+"""The cheap model's prompt (fresh, continued and merge forms) and the check of its three sections.
+
+The continued form shows the summary of the earlier part as context and asks for a summary of the
+messages after it only: that summary becomes a part of its own, placed after the earlier one, which
+stays as it is (see ``compressor``). Merging the parts into one is the merge form.
+"""
 
 from __future__ import annotations
 
@@ -40,8 +45,8 @@ exactly like that, each on its own line with its content below it."""
 
 
 def build_prompt(*, summaries: Sequence[str], transcript: str | None, strict: bool = False) -> list[Message]:
-    """A fresh prompt (transcript only), an incremental one (a summary, then the turns after it) or a
-    merge of consecutive summaries (summaries only)."""
+    """A fresh prompt (transcript only), a continued one (the earlier summaries as context, then the
+    turns after them, to be summarised alone) or a merge of consecutive summaries (summaries only)."""
     if transcript is None and not summaries:
         raise ValueError("a prompt needs a transcript, summaries or both")
     system = INSTRUCTIONS + ("\n\n" + STRICT if strict else "")
@@ -65,11 +70,14 @@ def _material(summaries: Sequence[str], transcript: str | None) -> str:
         return f"Summarise this conversation:\n\n<transcript>\n{transcript}\n</transcript>"
     earlier = "\n\n".join(summaries)
     return (
-        f"Here is the summary of the earlier part of the conversation:\n\n<summary>\n{earlier}\n</summary>"
-        f"\n\nHere are the messages that came after it:\n\n<transcript>\n{transcript}\n</transcript>\n\n"
-        "Write one updated summary of the whole conversation: keep everything from the earlier summary "
-        "that still holds, add what the new messages establish, and move todos that were done to the "
-        "conclusions."
+        "Here is the summary of the earlier part of the conversation, for context only:\n\n"
+        f"<summary>\n{earlier}\n</summary>\n\nHere are the messages that came after it:\n\n"
+        f"<transcript>\n{transcript}\n</transcript>\n\n"
+        "Summarise only these later messages. The earlier summary stays as it is and is read together "
+        "with yours, so do not repeat it: under the user goal, write what these messages add to or "
+        'change in the goal (or "None."); under the conclusions, what they establish, including earlier '
+        "todos they settle; under the open todos, everything still pending at their end, earlier todos "
+        "included."
     )
 
 

@@ -1,16 +1,28 @@
-"""What stays verbatim: system messages, the recent turns, the last user message; the rest is old.
+"""What stays verbatim: system messages, the recent blocks, the last user message; the rest is old.
 
 Messages are grouped into *blocks*, the units that are kept or summarised whole: one message, or an
 assistant message with ``tool_calls`` together with the ``tool`` messages answering it (a split pair
 makes the upstream reject the request). System and developer messages belong to no block: they stay
 verbatim wherever they are. A *turn* starts at a block whose message is a user message.
 
-The old part is always a run of whole blocks from the start: ``blocks[:split]``.
+The old part is always a run of whole blocks from the start, ``blocks[:split]``, where ``split`` is
+the earlier of two cuts (so the more generous rule wins):
+
+* the aim (``keep_recent_tokens``): the first block of the longest run of trailing blocks whose
+  tokens fit in it; no aim keeps no block;
+* the floor (``keep_recent_turns``): the start of the last that-many turns; no floor (None or 0)
+  keeps no block, and a conversation with fewer turns keeps all of them.
+
+So a floor of one turn keeps an agent's whole tool loop (one user message, then every tool call):
+set the floor to 0 to let the aim summarise the old calls of a loop. What is kept may then still be
+over the cap; ``excerpts`` shrinks it inside a compacted request (with no old block at all, the
+request is left as it is). The last user message stays verbatim even when it falls in the old part
+(an agent's task, far back in its loop).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from compressors.messages import INSTRUCTION_ROLES, latest_user
@@ -40,10 +52,16 @@ class Selection:
     last_user: int | None
     """Position of the last user message, which stays verbatim even when it falls in the old part."""
 
-    def summarized(self, split: int | None = None) -> list[int]:
-        """Positions of the messages a summary of ``blocks[:split]`` replaces, in order."""
+    def summarized(
+        self, split: int | None = None, *, start: int = 0, kept: Collection[int] = ()
+    ) -> list[int]:
+        """Positions of the messages a summary of ``blocks[start:split]`` replaces, in order: all of
+        theirs but the last user message and the first message of each block numbered in ``kept``."""
         end = self.split if split is None else split
-        return sorted(i for block in self.blocks[:end] for i in block.indices if i != self.last_user)
+        spared = {self.blocks[n].indices[0] for n in kept if n < len(self.blocks)}
+        if self.last_user is not None:
+            spared.add(self.last_user)
+        return [i for block in self.blocks[start:end] for i in block.indices if i not in spared]
 
     def kept(self, count: int) -> list[int]:
         """Positions of the messages that stay verbatim when ``blocks[:split]`` are summarised."""
@@ -66,19 +84,27 @@ def group_blocks(messages: Sequence[Message]) -> tuple[Block, ...]:
 
 
 def select(messages: Sequence[Message], *, settings: SummarySettings, counter: TokenCounter) -> Selection:
-    """Split the blocks into old and recent by turn count and token budget (the budget caps the count)."""
+    """Split the blocks into old and recent: the aim's cut or the floor's, whichever keeps more. The floor
+    keeps whole turns, except when they would be the whole conversation: then no more of them than the cap
+    (``keep_recent_max_tokens``) holds."""
     blocks = group_blocks(messages)
-    split = 0
-    if settings.keep_recent_turns is not None:
-        split = max(split, _turns_split(messages, blocks, settings.keep_recent_turns))
+    split = len(blocks)
     if settings.keep_recent_tokens is not None:
-        split = max(split, _tokens_split(messages, blocks, settings.keep_recent_tokens, counter))
+        split = min(split, _tokens_split(messages, blocks, settings.keep_recent_tokens, counter))
+    if settings.keep_recent_turns:
+        floor = _turns_split(messages, blocks, settings.keep_recent_turns)
+        cap = settings.keep_recent_max_tokens
+        if cap is not None and floor == 0 and len(blocks) > 1:
+            # the floor's turns are the whole conversation (an agent's tool loop is one long turn): rather
+            # than leave nothing to summarise, keep no more of them than the cap holds (their last block
+            # at least)
+            floor = min(_tokens_split(messages, blocks, cap, counter), len(blocks) - 1)
+        split = min(split, floor)
     return Selection(blocks=blocks, split=split, last_user=latest_user(messages))
 
 
 def _turns_split(messages: Sequence[Message], blocks: Sequence[Block], turns: int) -> int:
-    if turns == 0:
-        return len(blocks)
+    """The first block of the last ``turns`` turns (0 when there are fewer)."""
     starts = [n for n, block in enumerate(blocks) if messages[block.indices[0]].get("role") == "user"]
     return starts[-turns] if len(starts) >= turns else 0
 

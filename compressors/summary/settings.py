@@ -8,24 +8,60 @@ PROMPT_RESERVE = 1_000
 """Tokens set aside in every cheap-model call for the instructions and per-message overhead."""
 DEFAULT_CHUNK_TOKENS = 48_000
 DEFAULT_SUMMARY_MAX_TOKENS = 4_000
+PARTS_PER_ROLL_UP = 3
+"""``summary_parts_max_tokens`` defaults to this many times ``summary_max_tokens``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SummarySettings:
     """How to summarise old turns.
 
-    The recent part kept verbatim is the last ``keep_recent_turns`` turns (a turn starts at a user
-    message), capped at ``keep_recent_tokens`` when both are set: the token budget wins, and the cut
-    falls on a boundary between whole blocks (a tool-call pair is never split). Set either one alone
-    to use only that rule.
+    What stays verbatim is decided on whole blocks (a message, or an assistant ``tool_calls`` message
+    with its tool answers; see ``selection``), by three rules:
+
+    * the aim, ``keep_recent_tokens``: the longest run of trailing blocks whose tokens fit in it;
+    * the floor, ``keep_recent_turns``: at least this many turns (a turn starts at a user message),
+      even when they are over the aim;
+    * the cap, ``keep_recent_max_tokens``: when what stays verbatim (those blocks, the system messages
+      and the last user message) is over it, the oldest tool outputs inside it are cut to head/tail
+      excerpts until it fits or none is left. Blocks are never dropped by the cap, and it applies
+      only when some block is summarised.
+
+    With neither aim nor floor set, only system messages and the last user message stay. A floor of
+    one turn or more keeps an agent's whole tool loop (it is one turn): use 0 to summarise its old
+    calls.
+
+    A compacted request is reused as it is, turn after turn, while it counts at most ``reuse_tokens``;
+    past that a new summary part is appended (see ``compressor``).
     """
 
     cheap_model: str
     """The model the Completer calls; part of the cache key, so a change of model makes new summaries."""
     target_tokens: int
-    """The compressed request must count at most this many tokens, else ``CannotCompress``."""
+    """A freshly written compaction must count at most this many tokens, else ``CannotCompress``."""
     keep_recent_turns: int | None = 4
+    """The floor: at least this many recent turns stay verbatim (None or 0: no floor)."""
     keep_recent_tokens: int | None = None
+    """The aim: the trailing blocks that fit in this many tokens stay verbatim (None: no aim)."""
+    keep_recent_max_tokens: int | None = None
+    """The cap on what stays verbatim; over it the oldest tool outputs are excerpted (None: no cap)."""
+    excerpt_head_tokens: int = 1_000
+    """Tokens kept from the start of a tool output cut by the cap."""
+    excerpt_tail_tokens: int = 500
+    """Tokens kept from the end of a tool output cut by the cap."""
+    reuse_tokens: int | None = None
+    """A cached compaction is reused as it is while the request it makes counts at most this many
+    tokens (None: ``target_tokens``); typically the price cliff, above ``target_tokens``."""
+    summary_parts_max_tokens: int | None = None
+    """When the summary parts' texts together pass this many tokens, they are merged into one
+    (None: ``PARTS_PER_ROLL_UP`` times ``summary_max_tokens``)."""
+    pinned_tokens: int = 8_000
+    """Budget of the user's own words quoted verbatim in a compacted request (0: pin nothing)."""
+    pin_max_tokens: int = 1_000
+    """A user message up to this many tokens is an instruction worth pinning; a longer one is a paste
+    (the first user message is pinned anyway, as a head/tail excerpt of this size)."""
+    recall_tokens: int = 4_000
+    """Budget of the excerpts of summarised turns recalled for the latest request (0: no recall)."""
     cheap_context_tokens: int = 128_000
     """The cheap model's context window: a prompt plus its answer must fit in it."""
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS
@@ -42,19 +78,31 @@ class SummarySettings:
     """Seconds between two looks at the cache while another request is writing the same summary."""
 
     def __post_init__(self) -> None:
-        if self.keep_recent_turns is None and self.keep_recent_tokens is None:
-            raise ValueError("set keep_recent_turns, keep_recent_tokens or both")
         if not self.cheap_model:
             raise ValueError("cheap_model must not be empty")
-        _at_least(0, keep_recent_turns=self.keep_recent_turns, keep_recent_tokens=self.keep_recent_tokens)
+        _at_least(
+            0,
+            keep_recent_turns=self.keep_recent_turns,
+            keep_recent_tokens=self.keep_recent_tokens,
+            excerpt_head_tokens=self.excerpt_head_tokens,
+            excerpt_tail_tokens=self.excerpt_tail_tokens,
+            pinned_tokens=self.pinned_tokens,
+            recall_tokens=self.recall_tokens,
+        )
         _at_least(
             1,
             target_tokens=self.target_tokens,
+            keep_recent_max_tokens=self.keep_recent_max_tokens,
+            pin_max_tokens=self.pin_max_tokens,
             chunk_tokens=self.chunk_tokens,
             max_concurrency=self.max_concurrency,
             summary_max_tokens=self.summary_max_tokens,
             cache_ttl=self.cache_ttl,
         )
+        _at_least(self.target_tokens, reuse_tokens=self.reuse_tokens)
+        _at_least(self.summary_max_tokens, summary_parts_max_tokens=self.summary_parts_max_tokens)
+        if self.excerpt_head_tokens + self.excerpt_tail_tokens < 1:
+            raise ValueError("excerpt_head_tokens and excerpt_tail_tokens must keep at least one token")
         if self.lock_ttl <= 0 or self.poll_interval <= 0:
             raise ValueError("lock_ttl and poll_interval must be positive")
         if self.transcript_budget < 2 * self.summary_max_tokens:
@@ -67,6 +115,18 @@ class SummarySettings:
     def transcript_budget(self) -> int:
         """Tokens of conversation (or of summaries to merge) that one cheap-model call may read."""
         return min(self.chunk_tokens, self.cheap_context_tokens - self.summary_max_tokens - PROMPT_RESERVE)
+
+    @property
+    def reuse_limit(self) -> int:
+        """``reuse_tokens``, or ``target_tokens`` when it is not set."""
+        return self.target_tokens if self.reuse_tokens is None else self.reuse_tokens
+
+    @property
+    def parts_limit(self) -> int:
+        """``summary_parts_max_tokens``, or its default."""
+        if self.summary_parts_max_tokens is None:
+            return PARTS_PER_ROLL_UP * self.summary_max_tokens
+        return self.summary_parts_max_tokens
 
 
 def _at_least(minimum: int, **values: int | None) -> None:

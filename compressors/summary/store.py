@@ -6,16 +6,23 @@ under the name of the conversation's first block, lists the prefixes (block coun
 summaries, newest first. A request checks each listed prefix against the names it computed for its own
 blocks, and reads the longest one it shares. Conversations that happen to share a first block share an
 index: the check keeps them apart, and the bounded list only costs hits, never correctness.
+
+A cached summary is a compaction: its parts in order (each one a summary message of the blocks after
+the previous part, with its pinned quotes and the block kept verbatim inside its span), and the tool
+outputs after its prefix that were excerpted when it was written, so that every turn reusing it sends
+the same bytes. An entry of the earlier format (``blocks`` and ``text`` only) reads as one part.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
 from compressors.protocols import Cache
+from compressors.summary.excerpts import Ref
 from compressors.summary.keys import index_key, summary_key
 
 INDEX_ENTRIES = 32
@@ -24,11 +31,38 @@ MAX_READS = 4
 
 
 @dataclass(frozen=True, slots=True)
-class CachedSummary:
-    """The summary of the first ``blocks`` blocks of a conversation."""
+class Part:
+    """One summary message: it replaces the blocks from the previous part's end up to ``blocks``."""
 
     blocks: int
     text: str
+    """The cheap model's summary."""
+    pinned: str = ""
+    """The quotes of the user's own words placed before it (``pins.Pins.text``)."""
+    pins: int = 0
+    """How many messages ``pinned`` quotes."""
+    pinned_tokens: int = 0
+    kept: tuple[int, ...] = ()
+    """Blocks of its span whose first message (the last user message when it was written) stays
+    verbatim in place."""
+
+
+@dataclass(frozen=True, slots=True)
+class CachedSummary:
+    """The compaction of the first ``blocks`` blocks of a conversation."""
+
+    blocks: int
+    parts: tuple[Part, ...]
+    excerpted: tuple[Ref, ...] = ()
+    """Tool outputs after the prefix cut to excerpts by the cap, as (block, place in block)."""
+
+    @classmethod
+    def single(cls, blocks: int, text: str) -> CachedSummary:
+        return cls(blocks=blocks, parts=(Part(blocks=blocks, text=text),))
+
+    @property
+    def kept(self) -> tuple[int, ...]:
+        return tuple(block for part in self.parts for block in part.kept)
 
 
 class SummaryStore:
@@ -44,19 +78,14 @@ class SummaryStore:
             value = orjson.loads(raw)
         except orjson.JSONDecodeError:
             return None  # an unreadable entry is a miss; the next save overwrites it
-        if (
-            not isinstance(value, dict)
-            or value.get("blocks") != blocks
-            or not isinstance(value.get("text"), str)
-        ):
+        if not isinstance(value, dict) or value.get("blocks") != blocks:
             return None
-        return CachedSummary(blocks=blocks, text=value["text"])
+        return decode(value, blocks)
 
     async def save(self, hashes: Sequence[str], summary: CachedSummary) -> None:
         """Store ``summary`` under its prefix's name and list it first in the conversation's index."""
         prefix = hashes[summary.blocks]
-        value = orjson.dumps({"blocks": summary.blocks, "text": summary.text})
-        await self._cache.set(summary_key(prefix), value, ttl_seconds=self._ttl)
+        await self._cache.set(summary_key(prefix), encode(summary), ttl_seconds=self._ttl)
         entries = [entry for entry in await self._index(hashes[1]) if entry[1] != prefix]
         entries.insert(0, (summary.blocks, prefix))
         await self._cache.set(
@@ -97,3 +126,64 @@ class SummaryStore:
             and isinstance(entry[0], int)
             and isinstance(entry[1], str)
         ]
+
+
+def encode(summary: CachedSummary) -> bytes:
+    parts = [
+        {
+            "blocks": part.blocks,
+            "text": part.text,
+            "pinned": part.pinned,
+            "pins": part.pins,
+            "pinned_tokens": part.pinned_tokens,
+            "kept": list(part.kept),
+        }
+        for part in summary.parts
+    ]
+    excerpted = [list(ref) for ref in summary.excerpted]
+    return orjson.dumps({"blocks": summary.blocks, "parts": parts, "excerpted": excerpted})
+
+
+def decode(value: dict[str, Any], blocks: int) -> CachedSummary | None:
+    """The summary in a stored value of ``blocks`` blocks; None when the value is malformed."""
+    if "parts" not in value:
+        text = value.get("text")
+        return CachedSummary.single(blocks, text) if isinstance(text, str) else None
+    raw_parts, raw_refs = value.get("parts"), value.get("excerpted", [])
+    if not isinstance(raw_parts, list) or not raw_parts or not isinstance(raw_refs, list):
+        return None
+    parts = [_part(raw) for raw in raw_parts]
+    refs = [_ref(raw) for raw in raw_refs]
+    if any(part is None for part in parts) or any(ref is None for ref in refs):
+        return None
+    ends = [part.blocks for part in parts if part is not None]
+    if ends != sorted(set(ends)) or ends[0] < 1 or ends[-1] != blocks:
+        return None
+    return CachedSummary(
+        blocks=blocks,
+        parts=tuple(part for part in parts if part is not None),
+        excerpted=tuple(ref for ref in refs if ref is not None),
+    )
+
+
+def _part(raw: Any) -> Part | None:
+    if not isinstance(raw, dict):
+        return None
+    text, pinned, kept = raw.get("text"), raw.get("pinned", ""), raw.get("kept", [])
+    numbers = [raw.get("blocks"), raw.get("pins", 0), raw.get("pinned_tokens", 0)]
+    if not (isinstance(text, str) and isinstance(pinned, str) and isinstance(kept, list)):
+        return None
+    if not all(map(_is_int, [*numbers, *kept])):
+        return None
+    blocks, pins, tokens = (int(number) for number in numbers)
+    return Part(blocks=blocks, text=text, pinned=pinned, pins=pins, pinned_tokens=tokens, kept=tuple(kept))
+
+
+def _ref(raw: Any) -> Ref | None:
+    if isinstance(raw, list) and len(raw) == 2 and all(map(_is_int, raw)) and min(raw) >= 0:
+        return raw[0], raw[1]
+    return None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -2,8 +2,9 @@
 
 When the text to summarise does not fit in one call (``SummarySettings.transcript_budget``), the
 blocks are packed into chunks on block boundaries (a tool pair is never split), the chunks are
-summarised concurrently under a semaphore, and the summaries (with the previous summary first, when
-there is one) are merged, in rounds when even they do not fit in one call.
+summarised concurrently under a semaphore, and their summaries are merged, in rounds when even they do
+not fit in one call. The earlier summary given as context (for a part continuing it) goes with a
+single call only; chunks are summarised without it. ``merge`` rolls summary parts up into one.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ class Summarizer:
         self._semaphore = asyncio.Semaphore(settings.max_concurrency)
         self.calls_made = 0
 
-    async def summarize(self, pieces: Sequence[str], *, previous: str | None = None) -> str:
-        """A summary of ``pieces`` (rendered blocks, oldest first), continuing ``previous`` if given."""
-        earlier = [] if previous is None else [previous]
+    async def summarize(self, pieces: Sequence[str], *, context: str | None = None) -> str:
+        """A summary of ``pieces`` (rendered blocks, oldest first) alone; ``context`` is the summary of
+        what came before, shown to the cheap model when everything fits in one call."""
+        earlier = [] if context is None else [context]
         # Counting a long transcript takes tens of milliseconds: a worker thread does it, so the event
         # loop keeps serving other requests meanwhile (the counter is thread-safe).
         sized, earlier_tokens = await asyncio.to_thread(self._size, pieces, earlier)
@@ -42,12 +44,13 @@ class Summarizer:
             return await self._call(earlier, SEPARATOR.join(text for text, _ in sized))
         chunks = _pack(sized, self._budget, minimum=1)
         partials = await self._gather(lambda chunk: self._call([], SEPARATOR.join(chunk)), chunks)
-        return await self._merge([*earlier, *partials])
+        return await self.merge(partials)
 
     def _size(self, pieces: Sequence[str], earlier: Sequence[str]) -> tuple[list[tuple[str, int]], int]:
         return [self._fit(piece) for piece in pieces], sum(self._counter.count_text(s) for s in earlier)
 
-    async def _merge(self, summaries: list[str]) -> str:
+    async def merge(self, summaries: list[str]) -> str:
+        """One summary of consecutive summaries (oldest first), merged in rounds when they do not fit."""
         while len(summaries) > 1:
             sized = [(text, self._counter.count_text(text)) for text in summaries]
             batches = _pack(sized, self._budget, minimum=2)

@@ -64,12 +64,25 @@ def _part_text(part: Any) -> str:
     return PART_PLACEHOLDERS.get(kind, f"[{kind or 'part'}]")
 
 
+def call_arguments(message: Message) -> list[str]:
+    """The arguments of the tool calls of an assistant ``message``, as text, in order."""
+    calls = [*(message.get("tool_calls") or ()), {"function": message.get("function_call")}]
+    return [_arguments(call["function"]) for call in calls if _is_call(call)]
+
+
+def _is_call(call: Any) -> bool:
+    return isinstance(call, dict) and isinstance(call.get("function"), dict)
+
+
+def _arguments(function: dict[str, Any]) -> str:
+    arguments = function.get("arguments", "")
+    return arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
+
+
 def _call_line(call: Any) -> str:
-    if not isinstance(call, dict) or not isinstance(call.get("function"), dict):
+    if not _is_call(call):
         return f"-> tool call: {orjson.dumps(call).decode()}"
     function = call["function"]
-    arguments = function.get("arguments", "")
-    if not isinstance(arguments, str):
-        arguments = orjson.dumps(arguments).decode()
+    arguments = _arguments(function)
     prefix = f"-> tool call {call['id']}: " if call.get("id") else "-> tool call: "
     return f"{prefix}{function.get('name', '?')}({arguments})"

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 import pytest
 import redis.asyncio as aioredis
 
-from compressors.retrieval.store import Lru, Store
+from compressors.lru import Lru
+from compressors.retrieval.store import Store
 
 
 @dataclass

@@ -126,7 +126,7 @@ async def test_chunked_path_raises_summary_failed_when_a_chunk_fails() -> None:
 
 
 @pytest.mark.anyio
-async def test_chunked_incremental_summary_merges_the_previous_summary_first() -> None:
+async def test_chunked_appended_part_summarises_only_the_newer_blocks_without_the_earlier_summary() -> None:
     completer = ScriptedCompleter(default=tagged)
     cache = DictCache()
     compressor = SummarizeOldTurns(counter=COUNTER, completer=completer, cache=cache)
@@ -141,10 +141,11 @@ async def test_chunked_incremental_summary_merges_the_previous_summary_first() -
     previous = str(first.messages[1]["content"]).split("\n\n", 1)[1]
     new_calls = range(calls_before, completer.calls)
     assert all("step 1 " not in completer.material(n) for n in new_calls)
-    with_previous = [completer.material(n) for n in new_calls if previous in completer.material(n)]
-    assert len(with_previous) == 1
-    assert f'<summary part="1">\n{previous}\n</summary>' in with_previous[0]
-    assert "<transcript>" not in with_previous[0]
+    assert all(previous not in completer.material(n) for n in new_calls)
+    assert len(new_calls) > 2 and second.parts == 2
+    assert second.messages[1] == first.messages[1]
+    assert "continued: part 2" in str(second.messages[2]["content"])
+    assert_tool_pairs_intact(second.messages)
 
 
 @pytest.mark.parametrize(

@@ -213,11 +213,15 @@ async def test_compress_reuses_the_cached_summary_on_the_next_turn_without_a_cal
     assert (same.messages, same.cache_hit, completer.calls) == (first.messages, True, 1)
 
 
+def summaries_of(result_messages: list[Message]) -> list[str]:
+    return [str(m["content"]) for m in result_messages if str(m.get("content", "")).startswith("[Summary of")]
+
+
 @pytest.mark.anyio
-async def test_compress_resummarises_incrementally_from_the_cached_summary_when_grown() -> None:
+async def test_compress_appends_a_part_for_the_newer_blocks_when_reuse_would_pass_the_limit() -> None:
     compressor, completer, _ = make()
     turn1 = [*conversation(4), {"role": "user", "content": "question 5"}]
-    await compressor.compress(turn1, make_settings())
+    first = await compressor.compress(turn1, make_settings())
     turn2 = [
         *turn1,
         {"role": "assistant", "content": "answer 5 " + "x" * 400},
@@ -228,17 +232,21 @@ async def test_compress_resummarises_incrementally_from_the_cached_summary_when_
     )
     tight = make_settings(target_tokens=reused - 100)
     second = await compressor.compress(turn2, tight)
-    assert (second.calls_made, second.cache_hit, completer.calls) == (1, False, 2)
+    assert (second.calls_made, second.cache_hit, second.reused, completer.calls) == (1, False, False, 2)
     material = completer.material(1)
-    assert "summary 1" in material
+    assert "summary 1" in material and "for context only" in material
     assert "[10] user: question 5" in material and "[11] assistant: answer 5" in material
     assert "question 1" not in material and "q6" not in material
-    assert summary_of(second.messages).endswith(good_summary("summary 2"))
-    assert second.messages[2:] == turn2[11:] and second.summarized == range(1, 11)
+    assert second.messages[1] == first.messages[1]
+    part2 = summaries_of(second.messages)[1]
+    assert part2.startswith("[Summary of the earlier conversation (messages 10\u201311, continued: part 2)")
+    assert part2.endswith(good_summary("summary 2"))
+    assert second.messages[3:] == turn2[11:] and second.summarized == range(1, 11)
+    assert (second.parts, second.summarized_count) == (2, 10)
     turn3 = [*turn2, {"role": "assistant", "content": "a6"}, {"role": "user", "content": "q7"}]
     third = await compressor.compress(turn3, tight)
-    assert (third.cache_hit, completer.calls) == (True, 2)
-    assert summary_of(third.messages) == summary_of(second.messages)
+    assert (third.cache_hit, third.reused, completer.calls) == (True, True, 2)
+    assert third.messages[:3] == second.messages[:3]
 
 
 @pytest.mark.anyio
@@ -300,7 +308,6 @@ async def test_compress_returns_the_request_unchanged_when_nothing_is_old() -> N
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"keep_recent_turns": None, "keep_recent_tokens": None}, "keep_recent"),
         ({"cheap_model": ""}, "cheap_model"),
         ({"keep_recent_turns": -1}, "keep_recent_turns"),
         ({"keep_recent_tokens": -5}, "keep_recent_tokens"),
@@ -310,6 +317,14 @@ async def test_compress_returns_the_request_unchanged_when_nothing_is_old() -> N
         ({"poll_interval": -1}, "poll_interval"),
         ({"chunk_tokens": 999}, "fewer than two summaries"),
         ({"cheap_context_tokens": 2_000}, "fewer than two summaries"),
+        ({"keep_recent_max_tokens": 0}, "keep_recent_max_tokens"),
+        ({"excerpt_head_tokens": -1}, "excerpt_head_tokens"),
+        ({"excerpt_head_tokens": 0, "excerpt_tail_tokens": 0}, "at least one token"),
+        ({"reuse_tokens": 99_999}, "reuse_tokens must be at least 100000"),
+        ({"summary_parts_max_tokens": 499}, "summary_parts_max_tokens must be at least 500"),
+        ({"pinned_tokens": -1}, "pinned_tokens"),
+        ({"pin_max_tokens": 0}, "pin_max_tokens"),
+        ({"recall_tokens": -1}, "recall_tokens"),
     ],
 )
 def test_summary_settings_reject_unusable_values(overrides: dict[str, Any], message: str) -> None:

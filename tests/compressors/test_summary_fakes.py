@@ -124,6 +124,7 @@ class ScriptedCompleter:
 
 
 def make_settings(**overrides: Any) -> SummarySettings:
+    """Settings for the tests: pins and recall off unless a test turns them on (they add messages)."""
     options: dict[str, Any] = {
         "cheap_model": "cheap-1",
         "target_tokens": 100_000,
@@ -134,6 +135,8 @@ def make_settings(**overrides: Any) -> SummarySettings:
         "summary_max_tokens": 500,
         "lock_ttl": 5.0,
         "poll_interval": 0.005,
+        "pinned_tokens": 0,
+        "recall_tokens": 0,
     }
     options.update(overrides)
     return SummarySettings(**options)
@@ -164,6 +167,30 @@ def tool_exchange(n: int, *, calls: int = 1) -> list[Message]:
         ],
     }
     return [assistant, *({"role": "tool", "tool_call_id": i, "content": f"contents of f{n}.py"} for i in ids)]
+
+
+def tool_loop(outputs: Sequence[str], *, task: str = "fix the build", system: str = "agent") -> list[Message]:
+    """An agent's loop: a system message, one user message, then one tool call and answer per output."""
+    messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+    for n, output in enumerate(outputs):
+        call: Message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"call_{n}",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": f'{{"path": "src/f{n}.py"}}'},
+                }
+            ],
+        }
+        messages += [call, {"role": "tool", "tool_call_id": f"call_{n}", "content": output}]
+    return messages
+
+
+def summary_messages(messages: Sequence[Message]) -> list[str]:
+    """The contents of the gateway's summary messages, in order."""
+    return [str(m["content"]) for m in messages if str(m.get("content", "")).startswith("[Summary of")]
 
 
 def assert_tool_pairs_intact(messages: Sequence[Message]) -> None:

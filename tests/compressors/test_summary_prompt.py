@@ -57,10 +57,11 @@ def test_build_prompt_fresh_puts_the_instructions_first_and_the_transcript_in_th
     assert "<summary" not in prompt[1]["content"]
 
 
-def test_build_prompt_incremental_gives_the_earlier_summary_then_the_newer_messages() -> None:
+def test_build_prompt_continued_shows_the_earlier_summary_as_context_and_asks_for_the_newer_only() -> None:
     content = build_prompt(summaries=["OLD SUMMARY"], transcript="[9] user: more")[1]["content"]
     assert content.index("OLD SUMMARY") < content.index("[9] user: more")
-    assert "updated summary" in content
+    assert "for context only" in content and "Summarise only these later messages" in content
+    assert "updated summary" not in content
 
 
 def test_build_prompt_merge_numbers_the_parts_in_order() -> None:

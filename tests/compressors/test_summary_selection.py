@@ -29,9 +29,9 @@ def test_group_blocks_keeps_a_legacy_function_answer_and_a_leading_orphan_tool_m
 
 @pytest.mark.parametrize(
     ("turns", "split"),
-    [(0, 6), (1, 4), (2, 2), (3, 0), (9, 0)],
+    [(0, 6), (None, 6), (1, 4), (2, 2), (3, 0), (9, 0)],
 )
-def test_select_by_turn_count_keeps_whole_user_led_turns(turns: int, split: int) -> None:
+def test_select_by_turn_count_keeps_whole_user_led_turns(turns: int | None, split: int) -> None:
     messages = conversation(3)
     selection = select(messages, settings=make_settings(keep_recent_turns=turns), counter=CharCounter())
     assert selection.split == split
@@ -47,14 +47,25 @@ def test_select_by_tokens_keeps_the_longest_tail_of_whole_blocks_within_the_budg
         assert select(messages, settings=settings, counter=counter).split == split
 
 
-def test_select_with_both_rules_lets_the_token_budget_cap_the_turn_count() -> None:
+def test_select_with_both_rules_keeps_the_floor_of_turns_even_over_the_aim() -> None:
     counter = CharCounter()
     messages = conversation(3)
     one_message = counter.count_messages(messages[-1:]) - counter.count_messages([])
     settings = make_settings(keep_recent_turns=2, keep_recent_tokens=one_message)
-    assert select(messages, settings=settings, counter=counter).split == 5
+    assert select(messages, settings=settings, counter=counter).split == 2
     roomy = make_settings(keep_recent_turns=2, keep_recent_tokens=10**6)
-    assert select(messages, settings=roomy, counter=counter).split == 2
+    assert select(messages, settings=roomy, counter=counter).split == 0
+    no_floor = make_settings(keep_recent_turns=0, keep_recent_tokens=one_message)
+    assert select(messages, settings=no_floor, counter=counter).split == 5
+
+
+@pytest.mark.parametrize("turns", [None, 0])
+def test_select_without_aim_or_floor_keeps_no_block(turns: int | None) -> None:
+    messages = conversation(3)
+    settings = make_settings(keep_recent_turns=turns, keep_recent_tokens=None)
+    selection = select(messages, settings=settings, counter=CharCounter())
+    assert selection.split == 6
+    assert selection.kept(len(messages)) == [0, 5]
 
 
 def test_select_never_cuts_inside_a_tool_pair() -> None:

@@ -4,7 +4,7 @@ import orjson
 import pytest
 
 from compressors.summary.keys import index_key, summary_key
-from compressors.summary.store import INDEX_ENTRIES, CachedSummary, SummaryStore
+from compressors.summary.store import INDEX_ENTRIES, CachedSummary, Part, SummaryStore
 from tests.compressors.test_summary_fakes import DictCache
 
 HASHES = [f"h{n}" for n in range(40)]
@@ -15,11 +15,11 @@ async def test_store_finds_the_longest_listed_prefix_this_request_shares() -> No
     cache = DictCache()
     store = SummaryStore(cache, ttl_seconds=60)
     for blocks in (3, 7, 12):
-        await store.save(HASHES, CachedSummary(blocks=blocks, text=f"s{blocks}"))
-    assert await store.find_longest(HASHES, upto=20) == CachedSummary(12, "s12")
-    assert await store.find_longest(HASHES, upto=11) == CachedSummary(7, "s7")
+        await store.save(HASHES, CachedSummary.single(blocks, f"s{blocks}"))
+    assert await store.find_longest(HASHES, upto=20) == CachedSummary.single(12, "s12")
+    assert await store.find_longest(HASHES, upto=11) == CachedSummary.single(7, "s7")
     other = [*HASHES[:5], *(f"x{n}" for n in range(5, 40))]
-    assert await store.find_longest(other, upto=20) == CachedSummary(3, "s3")
+    assert await store.find_longest(other, upto=20) == CachedSummary.single(3, "s3")
     assert await store.find_longest(HASHES, upto=2) is None
     assert await store.find_longest(HASHES, upto=0) is None
 
@@ -29,7 +29,7 @@ async def test_store_index_lists_newest_first_without_duplicates_and_is_bounded(
     cache = DictCache()
     store = SummaryStore(cache, ttl_seconds=60)
     for blocks in [*range(1, 40), 5]:
-        await store.save(HASHES, CachedSummary(blocks=blocks, text="s"))
+        await store.save(HASHES, CachedSummary.single(blocks, "s"))
     entries = orjson.loads(cache.values[index_key("h1")][0])
     assert len(entries) == INDEX_ENTRIES
     assert entries[0] == [5, "h5"] and entries[1] == [39, "h39"]
@@ -40,9 +40,9 @@ async def test_store_index_lists_newest_first_without_duplicates_and_is_bounded(
 async def test_store_probes_the_exact_prefix_even_when_the_index_is_lost() -> None:
     cache = DictCache()
     store = SummaryStore(cache, ttl_seconds=60)
-    await store.save(HASHES, CachedSummary(blocks=9, text="s9"))
+    await store.save(HASHES, CachedSummary.single(9, "s9"))
     del cache.values[index_key("h1")]
-    assert await store.find_longest(HASHES, upto=9) == CachedSummary(9, "s9")
+    assert await store.find_longest(HASHES, upto=9) == CachedSummary.single(9, "s9")
     assert await store.find_longest(HASHES, upto=10) is None
 
 
@@ -50,10 +50,10 @@ async def test_store_probes_the_exact_prefix_even_when_the_index_is_lost() -> No
 async def test_store_skips_an_expired_summary_and_takes_the_next_longest() -> None:
     cache = DictCache()
     store = SummaryStore(cache, ttl_seconds=60)
-    await store.save(HASHES, CachedSummary(blocks=4, text="s4"))
-    await store.save(HASHES, CachedSummary(blocks=8, text="s8"))
+    await store.save(HASHES, CachedSummary.single(4, "s4"))
+    await store.save(HASHES, CachedSummary.single(8, "s8"))
     del cache.values[summary_key("h8")]
-    assert await store.find_longest(HASHES, upto=8) == CachedSummary(4, "s4")
+    assert await store.find_longest(HASHES, upto=8) == CachedSummary.single(4, "s4")
 
 
 @pytest.mark.anyio
@@ -81,5 +81,62 @@ async def test_store_ignores_an_unreadable_index_or_bad_entries(raw: bytes) -> N
         )
     await cache.set(index_key("h1"), raw, ttl_seconds=60)
     assert await store.find_longest(HASHES, upto=10) is None
-    await store.save(HASHES, CachedSummary(blocks=6, text="s6"))
-    assert await store.find_longest(HASHES, upto=10) == CachedSummary(6, "s6")
+    await store.save(HASHES, CachedSummary.single(6, "s6"))
+    assert await store.find_longest(HASHES, upto=10) == CachedSummary.single(6, "s6")
+
+
+FULL = CachedSummary(
+    blocks=9,
+    parts=(
+        Part(blocks=4, text="s4", pinned="quotes", pins=2, pinned_tokens=30, kept=(0,)),
+        Part(blocks=9, text="s9"),
+    ),
+    excerpted=((9, 1), (11, 1)),
+)
+
+
+@pytest.mark.anyio
+async def test_store_keeps_parts_pins_kept_blocks_and_excerpts() -> None:
+    cache = DictCache()
+    store = SummaryStore(cache, ttl_seconds=60)
+    await store.save(HASHES, FULL)
+    assert await store.find_longest(HASHES, upto=12) == FULL
+    assert FULL.kept == (0,)
+
+
+def _part(**overrides: object) -> dict[str, object]:
+    return {"blocks": 9, "text": "s", "pinned": "", "pins": 0, "pinned_tokens": 0, "kept": [], **overrides}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"blocks": 9, "parts": []},
+        {"blocks": 9, "parts": "s"},
+        {"blocks": 9, "parts": [_part()], "excerpted": {}},
+        {"blocks": 9, "parts": [7]},
+        {"blocks": 9, "parts": [_part(blocks=8)]},
+        {"blocks": 9, "parts": [_part(blocks=0), _part()]},
+        {"blocks": 9, "parts": [_part(blocks=5), _part(blocks=5), _part()]},
+        {"blocks": 9, "parts": [_part(text=None)]},
+        {"blocks": 9, "parts": [_part(pinned=3)]},
+        {"blocks": 9, "parts": [_part(kept="0")]},
+        {"blocks": 9, "parts": [_part(kept=[True])]},
+        {"blocks": 9, "parts": [_part(pins="2")]},
+        {"blocks": 9, "parts": [_part()], "excerpted": [[1]]},
+        {"blocks": 9, "parts": [_part()], "excerpted": [[1, -1]]},
+    ],
+)
+async def test_store_treats_a_malformed_compaction_as_a_miss(value: dict[str, object]) -> None:
+    cache = DictCache()
+    await cache.set(summary_key("h9"), orjson.dumps(value), ttl_seconds=60)
+    assert await SummaryStore(cache, ttl_seconds=60).load("h9", blocks=9) is None
+
+
+@pytest.mark.anyio
+async def test_store_reads_a_compaction_without_optional_fields() -> None:
+    cache = DictCache()
+    value = {"blocks": 9, "parts": [{"blocks": 9, "text": "s"}]}
+    await cache.set(summary_key("h9"), orjson.dumps(value), ttl_seconds=60)
+    assert await SummaryStore(cache, ttl_seconds=60).load("h9", blocks=9) == CachedSummary.single(9, "s")

@@ -1,0 +1,166 @@
+"""Pins: the first user message and the user's short instructions stay verbatim in the summary."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from compressors.protocols import Message
+from compressors.summary import SummarizeOldTurns
+from compressors.summary.pins import HEADING, NO_PINS, pin, typed
+from tests.compressors.test_summary_fakes import (
+    CharCounter,
+    DictCache,
+    ScriptedCompleter,
+    good_summary,
+    make_settings,
+    summary_messages,
+)
+
+COUNTER = CharCounter()
+GOAL = "Build a CSV parser in Rust. Requirements: no unsafe code, streaming input."
+PASTE = "pasted log line\n" * 80
+
+
+def chat(first: str = GOAL, *, paste: str = PASTE) -> list[Message]:
+    said = [first, "use tabs, not spaces", paste, "also support quoted fields"]
+    messages: list[Message] = [{"role": "system", "content": "You are helpful."}]
+    for n, text in enumerate(said, start=1):
+        messages += [{"role": "user", "content": text}, {"role": "assistant", "content": f"answer {n}"}]
+    return [*messages, {"role": "user", "content": "what is left to do?"}]
+
+
+def make(completer: ScriptedCompleter | None = None) -> tuple[SummarizeOldTurns, ScriptedCompleter]:
+    completer = completer or ScriptedCompleter()
+    return SummarizeOldTurns(counter=COUNTER, completer=completer, cache=DictCache()), completer
+
+
+def pinning(**overrides: Any) -> Any:
+    return make_settings(**{"pinned_tokens": 8_000, "pin_max_tokens": 200, **overrides})
+
+
+def quoted(*pairs: tuple[int, str]) -> str:
+    return f"{HEADING}\n\n" + "\n\n".join(f"[message {n}]\n{text}" for n, text in pairs)
+
+
+@pytest.mark.anyio
+async def test_pins_quote_the_first_message_and_short_instructions_but_not_a_paste() -> None:
+    compressor, _ = make()
+    result = await compressor.compress(chat(), pinning())
+    summary = summary_messages(result.messages)[0]
+    pins = quoted((2, GOAL), (4, "use tabs, not spaces"), (8, "also support quoted fields"))
+    assert summary.endswith(f"\n\n{pins}\n\n{good_summary('summary 1')}")
+    assert "pasted log line" not in summary
+    assert result.pinned == 3
+    assert result.tokens_after == COUNTER.count_messages(result.messages)
+
+
+@pytest.mark.anyio
+async def test_pins_quote_a_long_first_message_as_a_marked_head_and_tail() -> None:
+    goal = "G" * 600 + "M" * 300 + "T" * 100
+    compressor, _ = make()
+    result = await compressor.compress(chat(goal), pinning())
+    excerpt = "G" * 133 + "\n[\u2026 800 tokens of this message left out by the gateway \u2026]\n" + "T" * 67
+    assert f"[message 2]\n{excerpt}\n\n[message 4]" in summary_messages(result.messages)[0]
+
+
+@pytest.mark.anyio
+async def test_pins_keep_the_first_message_then_the_most_recent_within_the_budget() -> None:
+    compressor, _ = make()
+    budget = len(GOAL) + len("also support quoted fields") + 5
+    result = await compressor.compress(chat(), pinning(pinned_tokens=budget))
+    summary = summary_messages(result.messages)[0]
+    assert quoted((2, GOAL), (8, "also support quoted fields")) in summary
+    assert "use tabs" not in summary.split("## User goal")[0]
+    assert result.pinned == 2
+
+
+@pytest.mark.anyio
+async def test_pins_are_off_with_a_zero_budget() -> None:
+    compressor, _ = make()
+    result = await compressor.compress(chat(), make_settings(pinned_tokens=0))
+    assert HEADING not in summary_messages(result.messages)[0] and result.pinned == 0
+
+
+@pytest.mark.parametrize(
+    ("message", "is_typed"),
+    [
+        ({"role": "user", "content": "do it"}, True),
+        ({"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "image_url"}]}, True),
+        ({"role": "user", "content": [{"type": "tool_result", "content": "42"}]}, False),
+        ({"role": "user", "content": ["bare"]}, False),
+        ({"role": "user", "content": None}, False),
+        ({"role": "user", "content": "   "}, False),
+        ({"role": "user", "content": "[Summary of the earlier conversation (message 2) ..."}, False),
+        ({"role": "user", "content": "[Excerpts recalled by the gateway from ..."}, False),
+        ({"role": "assistant", "content": "do it"}, False),
+    ],
+)
+def test_typed_tells_the_users_own_words_from_tool_results_and_gateway_messages(
+    message: Message, is_typed: bool
+) -> None:
+    assert typed(message) is is_typed
+
+
+def test_pin_skips_an_empty_first_message_and_a_spent_budget() -> None:
+    messages: list[Message] = [
+        {"role": "user", "content": [{"type": "image_url"}]},
+        {"role": "user", "content": "short"},
+    ]
+    settings = pinning()
+    found = pin(messages, [0, 1], budget=100, settings=settings, counter=COUNTER)
+    assert (found.count, found.text) == (2, quoted((1, "[image]"), (2, "short")))
+    messages[0] = {"role": "user", "content": ""}
+    assert pin(messages, [0, 1], budget=100, settings=settings, counter=COUNTER).count == 1
+    assert pin(messages, [0, 1], budget=0, settings=settings, counter=COUNTER) == NO_PINS
+    assert pin(messages, [1], budget=3, settings=settings, counter=COUNTER) == NO_PINS
+
+
+def grow(messages: Sequence[Message], said: str) -> list[Message]:
+    return [
+        *messages,
+        {"role": "assistant", "content": "noted " + "n" * 300},
+        {"role": "user", "content": said},
+    ]
+
+
+@pytest.mark.anyio
+async def test_pins_are_fixed_with_their_part_and_an_appended_part_pins_its_own_span() -> None:
+    compressor, _ = make()
+    turn1 = chat()
+    first = await compressor.compress(turn1, pinning())
+    turn2 = grow(grow(turn1, "switch to semicolons"), "and add a header row")
+    tight = pinning(target_tokens=first.tokens_after + 400)
+    second = await compressor.compress(turn2, tight)
+    assert second.parts == 2 and summary_messages(second.messages)[0] == summary_messages(first.messages)[0]
+    part2 = summary_messages(second.messages)[1]
+    assert quoted((10, "what is left to do?"), (12, "switch to semicolons")) in part2
+    assert GOAL not in part2 and second.pinned == 5
+    spent = pinning(pinned_tokens=len(GOAL) + 46, target_tokens=first.tokens_after + 400)
+    fresh, _ = make()
+    await fresh.compress(turn1, spent)
+    third = await fresh.compress(turn2, spent)
+    assert third.parts == 2 and HEADING not in summary_messages(third.messages)[1]
+
+
+@pytest.mark.anyio
+async def test_a_roll_up_pins_the_whole_span_again() -> None:
+    def wordy(number: int, prompt: Sequence[Message]) -> str:
+        return good_summary(f"summary {number} " + "w" * 800)
+
+    compressor, completer = make(ScriptedCompleter(default=wordy))
+    turn1 = chat()
+    first = await compressor.compress(turn1, pinning())
+    turn2 = grow(grow(turn1, "switch to semicolons"), "and add a header row")
+    second = await compressor.compress(turn2, pinning(target_tokens=first.tokens_after + 600))
+    assert (second.parts, completer.calls) == (1, 3)
+    pins = quoted(
+        (2, GOAL),
+        (4, "use tabs, not spaces"),
+        (8, "also support quoted fields"),
+        (10, "what is left to do?"),
+        (12, "switch to semicolons"),
+    )
+    assert pins in summary_messages(second.messages)[0] and second.pinned == 5
