@@ -135,6 +135,10 @@ class TenantConfig(_Strict):
         description="may name response ids the gateway never saw this tenant create (by-id routes and "
         "previous_response_id); other tenants' ids are refused regardless",
     )
+    report_prompt_tokens: Literal["forwarded", "received"] = Field(
+        default="forwarded",
+        description="what usage says of a prompt the gateway rewrote: as forwarded (billed), or as received",
+    )
     budget: BudgetConfig | None = None
 
     def key_hashes(self) -> tuple[str, ...]:

@@ -53,6 +53,7 @@ class RequestLog:
             model=record.requested_model,
             called_model=record.called_model,
             action=record.action,
+            reason=record.reason,
             stream=record.stream,
             status=record.status,
             error=record.error_type,

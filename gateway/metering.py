@@ -121,6 +121,7 @@ class LedgerRecorder:
             client_request_id=record.client_request_id,
             counterfactual_cached_tokens=unchanged.cached_input_tokens,
             counterfactual_basis=basis.value,
+            reason=record.reason,
             **fields,
         )
 

@@ -7,23 +7,28 @@ from __future__ import annotations
 
 import re
 import secrets
+import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
 from starlette.requests import Request
 from starlette.responses import Response
 
+from compressors.lru import Lru
 from gateway import body as bodies
 from gateway import replies
 from gateway.admission import Hold, ceiling_nanos, passthrough_ceiling_nanos
 from gateway.auth import presented_key
 from gateway.background import Background
 from gateway.body import headers_of
-from gateway.conversations.pricing import counterfactual_of
+from gateway.config import prompt_cache_of
+from gateway.conversations.facts import cache_facts
+from gateway.conversations.pricing import counterfactual_of, look_up
+from gateway.conversations.recorder import remember_state
 from gateway.conversations.store import ConversationStore
-from gateway.conversations.trace import trace_of
+from gateway.conversations.trace import ConversationTrace, trace_of
 from gateway.errors import ClientClosedRequest, GatewayError
 from gateway.ledger import Budgets
 from gateway.metering import max_cost_nanos
@@ -44,11 +49,19 @@ from gateway.runtime import Route, Runtime
 from gateway.sampling.decide import is_probe
 from gateway.sampling.logprobs import LogprobTally
 from gateway.streaming import ChatStreamReader
+from gateway.tokens.counter import TokenCount
 from gateway.transforms import CompressorTransforms
 from gateway.types import Tenant
 from gateway.upstream import Exchange, TimedOut, UpstreamPool, send
 from policies import Decision
+from policies.facts import CacheFacts
 
+if TYPE_CHECKING:
+    from compressors.retrieval.index import DocumentIndex
+
+RECALL_INDEXES = 32
+"""Recall indexes of summarised spans kept in the process (a compacted conversation recalls from the same
+span every turn)."""
 _CLIENT_REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 
 
@@ -85,6 +98,7 @@ class Pipeline:
         self.background = background
         self.budgets = budgets
         self.retrievers: dict[Any, Any] = {}
+        self.recall_memory: Lru[DocumentIndex] = Lru(RECALL_INDEXES)
         self.memory = ResponseMemory(redis, prefix=store.current.config.ledger.key_prefix)
         self.conversations = conversations or ConversationStore(
             redis, prefix=store.current.config.ledger.key_prefix
@@ -207,6 +221,20 @@ class Pipeline:
         model = record.requested_model
         caps = body if front is CHAT else {"max_completion_tokens": body.get("max_output_tokens")}
 
+        async def conversation(count: TokenCount) -> CacheFacts | None:
+            assert record.tenant is not None
+            looked = await look_up(
+                self.conversations,
+                tenant=record.tenant.name,
+                model=model,
+                front=front,
+                body=body,
+                count=count,
+            )
+            record.looked = looked
+            cache = prompt_cache_of(runtime.config, model)
+            return cache_facts(looked.recalled, looked.chain, model=model, cache=cache, now_ms=now_ms())
+
         async def admit(tokens: int, decision: Decision | None) -> None:
             await hold.take(
                 runtime,
@@ -227,6 +255,7 @@ class Pipeline:
             front=front,
             stored=stored,
             confirm=confirm,
+            conversation=conversation,
         )
         self.note_plan(record, plan)
         record.confirmed_tokens = plan.confirmed_tokens
@@ -235,7 +264,27 @@ class Pipeline:
         record.prompt_tokens = plan.received_tokens
         decided = plan.decision.tokens if plan.decision is not None else None
         record.forwarded_tokens = plan.forwarded_tokens if plan.forwarded_tokens is not None else decided
+        if stored is None and plan.decision is not None and (plan.changed or tracked(runtime, model, plan)):
+            if plan.changed and record.looked is None and plan.count is not None:
+                # the state before this request prices its counterfactual: read it before writing
+                record.looked = await look_up(
+                    self.conversations, tenant=record.tenant.name, model=model, front=front, body=body,
+                    count=plan.count,
+                )  # fmt: skip
+            self.background.spawn(self.track(runtime, record, plan, body), name="conversation_state")
         return plan
+
+    async def track(self, runtime: Runtime, record: RequestRecord, plan: Plan, body: dict[str, Any]) -> None:
+        """Write the conversation's new state while the upstream answers, so that the next turn (an
+        agent's comes the moment this one is answered) finds it (``gateway.conversations.recorder``)."""
+        await plan.received()
+        assert plan.decision is not None
+        trace = conversation_trace(runtime, record, plan, body, called_model=plan.decision.model)
+        if trace is None:
+            return
+        if record.looked is not None:
+            trace.adopt(record.looked.chain)
+        await remember_state(self.conversations, trace)
 
     async def embeddings(self, request: Request) -> Response:
         """``POST /v1/embeddings``: held at the most its input can cost (one token per byte at most)."""
@@ -306,7 +355,12 @@ class Pipeline:
 
     def transforms_for(self, runtime: Runtime, record: RequestRecord) -> CompressorTransforms:
         return CompressorTransforms(
-            runtime=runtime, pool=self.pool, redis=self.redis, record=record, retrievers=self.retrievers
+            runtime=runtime,
+            pool=self.pool,
+            redis=self.redis,
+            record=record,
+            retrievers=self.retrievers,
+            recall_memory=self.recall_memory,
         )
 
     def note_plan(self, record: RequestRecord, plan: Plan) -> None:
@@ -318,6 +372,7 @@ class Pipeline:
         record.policy = decision.policy
         record.warnings = (*decision.warnings, *record.warnings)  # the budget's, taken while planning
         record.above_cliff = decision.above_cliff
+        record.reason = decision.reason
         if decision.proposed is not decision.action:
             record.proposed_action = decision.proposed.value
 
@@ -354,18 +409,16 @@ class Pipeline:
         record.prompt_tokens = await plan.received()
         record.forwarded_tokens = plan.forwarded_tokens
         record.transformed = plan.changed
-        if body is not None and record.tenant is not None and record.requested_model is not None:
-            record.conversation = trace = trace_of(
-                runtime.config,
-                tenant=record.tenant.name,
-                model=record.requested_model,
-                called_model=exchange.route.public_model,
-                body=body,
-                plan=plan,
-                started_at=record.started_at,
-            )
+        tenant = runtime.config.tenants.get(record.tenant.name) if record.tenant else None
+        if plan.changed and tenant is not None and tenant.report_prompt_tokens == "received":
+            record.report_prompt_tokens = record.prompt_tokens
+        if body is not None:
+            called = exchange.route.public_model
+            record.conversation = trace = conversation_trace(runtime, record, plan, body, called_model=called)
+            if trace is not None and record.looked is not None:
+                trace.adopt(record.looked.chain)
             if trace is not None and plan.changed:
-                record.counterfactual = await counterfactual_of(self.conversations, trace)
+                record.counterfactual = await counterfactual_of(self.conversations, trace, record.looked)
         self.after_response(runtime, record, plan)
 
     def note_exchange(self, record: RequestRecord, exchange: Exchange, *, metered: bool = True) -> None:
@@ -411,10 +464,49 @@ class Pipeline:
         return replies.relay(
             record,
             exchange,
-            reader=ChatStreamReader(strip_usage_chunk=strip_usage_chunk, started=exchange.started),
+            reader=ChatStreamReader(
+                strip_usage_chunk=strip_usage_chunk,
+                started=exchange.started,
+                report_prompt_tokens=record.report_prompt_tokens,
+            ),
             tally=LogprobTally() if logprobs else None,
             done=lambda: notify(self.observers, record),
         )
+
+
+def conversation_trace(
+    runtime: Runtime, record: RequestRecord, plan: Plan, body: dict[str, Any], *, called_model: str
+) -> ConversationTrace | None:
+    """The request's part of its conversation (``gateway.conversations.trace``), when it has one."""
+    if record.tenant is None or record.requested_model is None:
+        return None
+    return trace_of(
+        runtime.config,
+        tenant=record.tenant.name,
+        model=record.requested_model,
+        called_model=called_model,
+        body=body,
+        plan=plan,
+        started_at=record.started_at,
+    )
+
+
+def tracked(runtime: Runtime, model: str, plan: Plan) -> bool:
+    """Whether the request may be large enough to leave its conversation's state (its exact count when
+    known, else the bound it was decided on): the many small requests cost nothing here."""
+    tokens = (
+        plan.received_tokens
+        if plan.received_tokens is not None
+        else plan.decision.tokens
+        if plan.decision
+        else 0
+    )
+    cache = prompt_cache_of(runtime.config, model)
+    return tokens >= max(cache.min_prefix_tokens, runtime.config.limits.track_conversations_from)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def note_timeouts(record: RequestRecord, timed_out: Iterable[object]) -> None:

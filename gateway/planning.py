@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -22,6 +22,7 @@ from gateway.errors import ContextLengthExceeded, GatewayError, PermissionDenied
 from gateway.runtime import Route, Runtime
 from gateway.tokens.counter import TokenCount, TokenCounter
 from policies import Action, Decision, Facts, PolicyEngine, Rejection
+from policies.facts import CacheFacts
 
 INLINE_COUNT_BYTES = 16 * 1024
 
@@ -150,6 +151,7 @@ async def plan_chat(
     front: Front = CHAT,
     stored: StoredHistory | None = None,
     confirm: Callable[[], Awaitable[int | None]] | None = None,
+    conversation: Callable[[TokenCount], Awaitable[CacheFacts | None]] | None = None,
 ) -> Plan:
     """Count, decide, admit (``admit(tokens, decision)``: the budget hold, before any upstream call),
     transform.
@@ -159,6 +161,8 @@ async def plan_chat(
     policy's fallbacks (forward with a warning when the invariant allows, else reject). ``confirm``: the
     provider's count of the whole prompt (stored history included), asked for when the count is near a
     line (the policy's ``confirm_within_tokens``) or the stored history is unknown, and decided on.
+    ``conversation``: the cache state of the request's conversation, asked for a request counted at or
+    above the warning line (the engine decides the warning band with it).
     """
     engine, counter = runtime.engine, runtime.counter
     bands = engine.bands.get(model)
@@ -181,6 +185,10 @@ async def plan_chat(
     if plan.count is not None:
         plan.received_tokens = plan.count.total
     tenant_config = runtime.config.tenants.get(tenant)
+    cache, instruction = None, None
+    if plan.count is not None and stored is None and tokens >= bands.warning:
+        instruction = latest_instruction(front.messages(body))
+        cache = await conversation(plan.count) if conversation is not None else None
     facts = Facts(
         tenant=tenant,
         model=model,
@@ -188,6 +196,8 @@ async def plan_chat(
         headers={name: value for name in engine.header_names if (value := headers.get(name)) is not None},
         tenant_allows_passthrough=bool(tenant_config and tenant_config.allow_passthrough),
         history_share=_history_share(plan.count),
+        cache=cache,
+        latest_instruction=instruction,
     )
     decision = engine.decide(facts)
     unknown_history = stored is not None and stored.tokens == 0
@@ -264,6 +274,25 @@ def _without_transforms(
         )
         return replace(decision, rejection=rejection)
     return decision
+
+
+def latest_instruction(messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The text of the latest user message (its text parts joined), to recognise a client's own request
+    to summarise the conversation."""
+    for message in reversed(messages):
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            return " ".join(
+                part["text"]
+                for part in content
+                if isinstance(part, Mapping) and isinstance(part.get("text"), str)
+            )
+        return None
+    return None
 
 
 def _history_share(count: TokenCount | None) -> float:

@@ -14,6 +14,7 @@ from gateway.types import Tenant, Usage
 
 if TYPE_CHECKING:
     from gateway.conversations.counterfactual import CounterfactualCache
+    from gateway.conversations.pricing import Looked
     from gateway.conversations.trace import ConversationTrace
 
 log = structlog.get_logger("gateway.observers")
@@ -93,6 +94,12 @@ class RequestRecord:
     """The gateway rewrote the prompt (a summary, excerpts) before sending it."""
     conversation: ConversationTrace | None = None
     """The request's part of its conversation (``gateway.conversations``), when it is worth keeping."""
+    looked: Looked | None = None
+    """The conversation's cache state as read for the decision (reused for the counterfactual)."""
+    reason: str | None = None
+    """Why the cache made the warning band forward or compress (``x-gateway-reason``)."""
+    report_prompt_tokens: int | None = None
+    """The prompt tokens the client's usage shows instead of the provider's (``gateway.usage_report``)."""
     counterfactual: CounterfactualCache | None = None
     """The cached tokens the request forwarded unchanged would plausibly have had (a rewritten request)."""
     flat_cost_nanos: int = 0

@@ -17,6 +17,7 @@ from gateway.sampling.logprobs import LogprobTally, completion_logprobs
 from gateway.streaming import ChatStreamReader
 from gateway.upstream import Exchange
 from gateway.usage import usage_from_openai
+from gateway.usage_report import rewrite_answer
 
 PASSED_UPSTREAM_HEADERS = ("openai-processing-ms", "openai-version", "x-ratelimit-")
 
@@ -39,6 +40,8 @@ def headers(record: RequestRecord, upstream: httpx.Response | None = None) -> di
         out["x-gateway-warning"] = "; ".join(record.warnings)
     if record.proposed_action:
         out["x-gateway-proposed-action"] = record.proposed_action
+    if record.reason:
+        out["x-gateway-reason"] = record.reason
     if upstream is not None:
         for name, value in upstream.headers.items():
             if name.startswith(PASSED_UPSTREAM_HEADERS):
@@ -58,13 +61,21 @@ def complete(record: RequestRecord, exchange: Exchange) -> Response:
         data = json_object(upstream.content)
     if data is not None:
         read_completion(record, data)
-    return answer(record, upstream)
+    return answer(record, upstream, reported_content(record, data))
 
 
-def answer(record: RequestRecord, upstream: httpx.Response) -> Response:
-    """The upstream's whole answer, its bytes unchanged, with the gateway's headers."""
+def reported_content(record: RequestRecord, data: dict[str, Any] | None) -> bytes | None:
+    """The answer with its usage as the tenant asked it reported, when it must be rewritten."""
+    if record.report_prompt_tokens is None or data is None:
+        return None
+    return rewrite_answer(data, record.report_prompt_tokens)
+
+
+def answer(record: RequestRecord, upstream: httpx.Response, content: bytes | None = None) -> Response:
+    """The upstream's whole answer, its bytes unchanged (``content``: rewritten), with the gateway's
+    headers."""
     return Response(
-        content=upstream.content,
+        content=upstream.content if content is None else content,
         status_code=upstream.status_code,
         media_type=upstream.headers.get("content-type", "application/json"),
         headers=headers(record, upstream),

@@ -51,6 +51,10 @@ def model_facts(config: GatewayConfig) -> dict[str, ModelFacts]:
             if model.pricing and model.pricing.tiers
             else None,
             max_output_tokens=model.max_output_tokens,
+            input_price=float(model.pricing.input) if model.pricing else None,
+            cached_input_price=float(model.pricing.cached_input)
+            if model.pricing and model.pricing.cached_input is not None
+            else None,
         )
         for name, model in config.models.items()
         if model.kind == "chat"

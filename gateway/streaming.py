@@ -11,13 +11,18 @@ from typing import Any
 import orjson
 
 from gateway.sse import EventSplitter, data_of, events
+from gateway.usage_report import rewrite_event
 
 
 class ChatStreamReader:
     """Feed upstream bytes in; get the bytes to send to the client out, whole events at a time."""
 
-    def __init__(self, *, strip_usage_chunk: bool, started: float) -> None:
+    def __init__(
+        self, *, strip_usage_chunk: bool, started: float, report_prompt_tokens: int | None = None
+    ) -> None:
         self.strip_usage_chunk = strip_usage_chunk
+        self.report_prompt_tokens = report_prompt_tokens
+        """Rewrite the usage chunk to show this many prompt tokens (``gateway.usage_report``)."""
         self.started = started
         self.first_token_seconds: float | None = None
         self.finish_reason: str | None = None
@@ -32,12 +37,17 @@ class ChatStreamReader:
         complete = self._splitter.feed(chunk)
         if not complete:
             return b""
-        if not self.strip_usage_chunk:
+        if not self.strip_usage_chunk and self.report_prompt_tokens is None:
             for event in events(complete):
                 self._read(event)
             return complete
-        kept = [event for event in events(complete) if self._read(event)]
+        kept = [self._reported(event) for event in events(complete) if self._read(event)]
         return b"".join(event + b"\n\n" for event in kept)
+
+    def _reported(self, event: bytes) -> bytes:
+        if self.report_prompt_tokens is None or b'"usage"' not in event:
+            return event
+        return rewrite_event(event, self.report_prompt_tokens)
 
     def flush(self) -> bytes:
         """What is left when the upstream closes: an unterminated last event, passed on unless dropped."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import redis.asyncio as aioredis
 
+from compressors.lru import Lru
 from compressors.protocols import Message
 from compressors.summary import CannotCompress, SummarizeOldTurns, SummaryFailed, SummarySettings
 from gateway.cache import RedisCache
@@ -24,6 +25,7 @@ from policies import Action, Decision, Facts
 
 if TYPE_CHECKING:  # retrieval brings numpy and bm25s: imported on first use, not by every worker at start
     from compressors.retrieval import RetrievalSettings, RetrieveRelevantChunks
+    from compressors.retrieval.index import DocumentIndex
 
 MAX_RETRIEVERS = 64
 
@@ -117,9 +119,11 @@ class CompressorTransforms:
         redis: aioredis.Redis,
         record: RequestRecord,
         retrievers: dict[tuple[str, RetrievalSettings], RetrieveRelevantChunks],
+        recall_memory: Lru[DocumentIndex] | None = None,
     ) -> None:
         self._runtime, self._pool, self._redis, self._record = runtime, pool, redis, record
         self._retrievers = retrievers
+        self._recall_memory = recall_memory
 
     async def run(self, step: Action, messages: list[Any], decision: Decision, facts: Facts) -> list[Any]:
         counter = ModelTokens(self._runtime.counter, decision.model)
@@ -151,6 +155,11 @@ class CompressorTransforms:
                 target_tokens=settings.target_tokens,
                 keep_recent_turns=settings.keep_recent_turns,
                 keep_recent_tokens=settings.keep_recent_tokens,
+                keep_recent_max_tokens=settings.keep_recent_max_tokens,
+                reuse_tokens=max(settings.accept_tokens, settings.target_tokens),
+                pinned_tokens=settings.pinned_tokens,
+                pin_max_tokens=settings.pin_max_tokens,
+                recall_tokens=settings.recall_tokens,
                 **options,
             )
         except ValueError as exc:  # e.g. a cheap model whose window is too small to summarise in
@@ -161,6 +170,7 @@ class CompressorTransforms:
             counter=counter,
             completer=UpstreamCompleter(self._pool, self._runtime, settings.cheap_model, self._record),
             cache=RedisCache(self._redis, tenant, "summary"),
+            recall_memory=self._recall_memory,
         )
 
     async def _compress(

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from policies import notices
 from policies.bands import Band, ModelBands
 from policies.decision import Action, Decision, Rejection
-from policies.facts import Facts
+from policies.facts import Facts, ModelFacts
 from policies.policy import Policy
 from policies.settings import CompressSettings, RetrieveSettings
 
@@ -23,6 +23,8 @@ class Context:
     band: Band
     models: Mapping[str, ModelBands]
     """The bands of every model, for reroute targets."""
+    model_facts: Mapping[str, ModelFacts] = field(default_factory=dict)
+    """The table the engine was built with (prices, for the cost of a compaction)."""
     warnings: tuple[str, ...] = ()
 
     @property

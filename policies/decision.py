@@ -73,6 +73,9 @@ class Decision:
     precompress: bool = False
     """Prepare the summary in the background after the response (``compress.precompress_at`` reached)."""
     rejection: Rejection | None = None
+    reason: str | None = None
+    """Why a warning-band request was forwarded or compressed when the cache decided it
+    (``x-gateway-reason``)."""
     confirm_within: int = 0
     """The policy would rather have the provider's own count of a prompt this close to a line of the
     requested model (``ModelBands.near_line``): the gateway asks when the provider offers it, then

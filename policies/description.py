@@ -8,6 +8,7 @@ from policies.bands import Band, ModelBands
 from policies.decision import Action
 from policies.engine import PolicyEngine
 from policies.policy import Policy
+from policies.settings import Timing
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,10 +84,22 @@ def _detail(
     if action is Action.FORWARD:
         return "unchanged, billed at the higher tier" if span[0] > bands.cliff else "unchanged"
     if action is Action.COMPRESS:
+        when = (
+            "while the cache is warm: forwarded, summary prepared; then "
+            if compress.timing is Timing.DEFERRED
+            else ""
+        )
+        extras = [
+            f"pins {compress.pinned_tokens} tokens of the user's own words" if compress.pinned_tokens else "",
+            f"recalls {compress.recall_tokens} tokens of old turns" if compress.recall_tokens else "",
+        ]
+        kept = "; ".join(extra for extra in extras if extra)
         return (
-            f"summarise old turns with {compress.cheap_model or bands.model} down to "
-            f"{compress.target_tokens} tokens, keeping {compress.keep_recent_turns} recent turns; "
-            f"on failure {compress.on_failure}"
+            f"{when}summarise old turns with {compress.cheap_model or bands.model}, aiming at "
+            f"{compress.target_tokens} tokens: the recent {compress.keep_recent_tokens} tokens verbatim "
+            f"(at least {compress.keep_recent_turns} turns; tool outputs excerpted above "
+            f"{compress.keep_recent_max_tokens}){'; ' + kept if kept else ''}; reused up to "
+            f"{compress.accept_tokens} tokens; on failure {compress.on_failure}"
         )
     if action is Action.RETRIEVE:
         share = retrieve.compress_history_share

@@ -36,7 +36,7 @@ class UnknownModel(LookupError):
 class PolicyEngine:
     """Decisions for requests; immutable once built (rebuild it on config reload)."""
 
-    __slots__ = ("_bands", "_header_names", "_planners", "_policies")
+    __slots__ = ("_bands", "_header_names", "_model_facts", "_planners", "_policies")
 
     def __init__(
         self,
@@ -67,6 +67,7 @@ class PolicyEngine:
         if problems:
             raise PolicyConfigError(problems)
         self._bands: Mapping[str, ModelBands] = MappingProxyType(bands)
+        self._model_facts: Mapping[str, ModelFacts] = MappingProxyType(dict(models))
         self._policies = tuple(policies)
         self._planners: dict[Action, Planner] = {action: planner() for action, planner in PLANNERS.items()}
         names = {name for rule in config.rules for name in (rule.match.headers or {})}
@@ -99,7 +100,13 @@ class PolicyEngine:
             warnings.append(notices.warning_line(bands, facts.prompt_tokens))
         passthrough = _passthrough(facts, warnings)
         context = Context(
-            facts=facts, policy=policy, bands=bands, band=band, models=self._bands, warnings=tuple(warnings)
+            facts=facts,
+            policy=policy,
+            bands=bands,
+            band=band,
+            models=self._bands,
+            model_facts=self._model_facts,
+            warnings=tuple(warnings),
         )
         enforced = self._planners[policy.actions[band]].plan(context)
         if not (policy.observe or passthrough):

@@ -3,7 +3,8 @@
 After a transform (``after_transform``), with ``t`` the tokens it produced and ``target`` its goal
 (``compress.target_tokens`` or ``retrieve.budget_tokens``):
 
-1. ``t <= target``: send it (any transform still planned is dropped: it is no longer needed);
+1. ``t <= target``, or a compression with ``t <= compress.accept_tokens`` (under the cliff: a compacted
+   prefix reused turn after turn): send it (any transform still planned is dropped);
 2. another transform is planned (compress, then retrieve): run it;
 3. ``t`` is below the warning line: send it, with a warning that the target was missed;
 4. the transform was compress and retrieve has not run: retrieve next;
@@ -31,6 +32,12 @@ def after_transform(decision: Decision, facts: Facts, new_tokens: int) -> Decisi
     moved = replace(decision, tokens=new_tokens, applied=(*decision.applied, step), transforms=rest)
     if new_tokens <= target:
         return _send(moved)
+    if (
+        step is Action.COMPRESS
+        and new_tokens <= decision.compress.accept_tokens
+        and decision.bands.admits(new_tokens, allow_over_cliff=False)
+    ):
+        return _send(moved)  # a compacted prefix in use: sent as it is, never excerpted on top
     if rest:
         return moved
     missed = notices.above_target(step, new_tokens, target)

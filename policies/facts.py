@@ -18,6 +18,24 @@ class ModelFacts:
     tier_threshold: int | None = None
     """The first price tier's line (``above_input_tokens``): inputs above it are billed at the tier."""
     max_output_tokens: int | None = None
+    input_price: float | None = None
+    """USD per million input tokens (below any tier); None: the model has no prices."""
+    cached_input_price: float | None = None
+    """USD per million cached input tokens; None: cached tokens cost the input price."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CacheFacts:
+    """What the gateway knows of the provider's prompt cache for this request's conversation."""
+
+    warm: bool
+    """The provider still holds the prefix this conversation last sent (idle less than the retention)."""
+    cached_tokens: int = 0
+    """Tokens of this request that would be served from the cache if it were sent as received."""
+    growth_tokens: int | None = None
+    """Tokens the conversation grew by since its previous request; None: not known."""
+    compacted: bool = False
+    """The gateway sent this conversation compacted last time (its summary is the prefix in use)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,3 +53,8 @@ class Facts:
     """The tenant's config grants the per-request opt-out ``x-gateway-policy: passthrough``."""
     history_share: float = 0.0
     """Fraction of the prompt tokens in conversation history rather than in one oversized block."""
+    cache: CacheFacts | None = None
+    """The conversation's cache state; None when the gateway does not know it (a new conversation,
+    history stored upstream, or its store unreachable)."""
+    latest_instruction: str | None = None
+    """The text of the request's latest user message (to recognise a client's own compaction turn)."""

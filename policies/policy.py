@@ -12,12 +12,18 @@ from policies.errors import Loc, PolicyConfigError, Problem
 from policies.facts import Facts
 from policies.matching import Matcher
 from policies.schema import CompressConfig, PolicyBody, RetrieveConfig, RuleConfig
-from policies.settings import CompressSettings, Fallback, RetrieveSettings
+from policies.settings import CompressSettings, Fallback, RetrieveSettings, Timing
 
-DEFAULT_TARGET_RATIO = 0.6
-"""A compressed request aims at 60% of the warning line, so the next turns do not trigger again."""
+DEFAULT_TARGET_RATIO = 0.3
+"""A fresh compaction counts at most 30% of the warning line (75,000 for a 250,000 line): small enough
+that compacting in the band costs less than forwarding a warm 250K prompt (``bench_savings``)."""
 DEFAULT_BUDGET_RATIO = 0.5
 """A retrieved request aims at half the warning line."""
+DEFAULT_RECENT_RATIO = 0.2
+"""What stays verbatim in a compacted request aims at a fifth of its target (15,000 for 75,000); the
+user's own words are pinned and old passages recalled besides (``bench_retention``)."""
+DEFAULT_RECENT_CAP_RATIO = 0.8
+"""Over 80% of the target, the verbatim part's oldest tool outputs are shrunk to excerpts."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,16 +93,28 @@ def _below_warning(
 
 
 def _compress(config: CompressConfig, bands: ModelBands, loc: Loc) -> CompressSettings:
+    target = _below_warning(
+        config.target_tokens, config.target_ratio, DEFAULT_TARGET_RATIO, bands, (*loc, "target_tokens")
+    )
+    ratio = config.keep_recent_ratio if config.keep_recent_ratio is not None else DEFAULT_RECENT_RATIO
+    aim = config.keep_recent_tokens or max(1, int(Decimal(repr(ratio)) * target))
+    cap = config.keep_recent_max_tokens or max(aim, int(Decimal(repr(DEFAULT_RECENT_CAP_RATIO)) * target))
+    timing = Timing(config.timing)
     return CompressSettings(
         cheap_model=config.cheap_model,
         keep_recent_turns=config.keep_recent_turns,
-        keep_recent_tokens=config.keep_recent_tokens,
-        target_tokens=_below_warning(
-            config.target_tokens, config.target_ratio, DEFAULT_TARGET_RATIO, bands, (*loc, "target_tokens")
-        ),
+        keep_recent_tokens=aim,
+        keep_recent_max_tokens=cap,
+        target_tokens=target,
         precompress_at=config.precompress_at,
         chunk_tokens=config.chunk_tokens,
         on_failure=Fallback(config.on_failure),
+        timing=timing,
+        accept_tokens=bands.cliff if timing is Timing.DEFERRED else target,
+        pinned_tokens=config.pinned_tokens,
+        pin_max_tokens=config.pin_max_tokens,
+        recall_tokens=config.recall_tokens,
+        client_compaction=tuple(phrase.lower() for phrase in config.client_compaction),
     )
 
 

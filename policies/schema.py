@@ -82,14 +82,46 @@ class MatchConfig(_Strict):
         return self
 
 
+DEFAULT_CLIENT_COMPACTION = (
+    "context checkpoint compaction",
+    "create a detailed summary of the conversation",
+    "summarize the conversation",
+    "summarise the conversation",
+    "write a summary of our conversation",
+    "compact the conversation",
+)
+"""How clients ask their model to summarise the conversation themselves (Codex CLI's checkpoint
+compaction, Claude Code's summary request, and plain phrasings), matched case-insensitively."""
+
+
+RECALL_CHUNK_TOKENS = 800
+"""The largest chunk recall cuts the summarised turns into."""
+
+
 class CompressConfig(_Strict):
     cheap_model: str | None = Field(default=None, min_length=1, description="default: the requested model")
-    keep_recent_turns: int = Field(default=6, ge=0)
-    keep_recent_tokens: int | None = Field(default=None, gt=0)
+    timing: Literal["deferred", "eager"] = Field(
+        default="deferred",
+        description="deferred: forward in the warning band while the cache is warm; eager: compress there",
+    )
+    keep_recent_turns: int = Field(default=2, ge=0, description="the floor: turns always kept verbatim")
+    keep_recent_tokens: int | None = Field(default=None, gt=0, description="the aim; default by ratio")
+    keep_recent_ratio: float | None = Field(
+        default=None, gt=0, le=1, description="the aim as a share of the target; default 0.2"
+    )
+    keep_recent_max_tokens: int | None = Field(
+        default=None, gt=0, description="the cap: over it tool outputs are excerpted; default 0.8 x target"
+    )
     target_tokens: int | None = Field(default=None, gt=0, description="default: by target_ratio")
-    target_ratio: float | None = Field(default=None, gt=0, lt=1, description="default 0.6")
+    target_ratio: float | None = Field(default=None, gt=0, lt=1, description="default 0.3")
     precompress_at: int | None = Field(default=None, gt=0)
     chunk_tokens: int | None = Field(default=None, gt=0)
+    pinned_tokens: int = Field(default=8_000, ge=0, description="the user's own words kept verbatim")
+    pin_max_tokens: int = Field(default=1_000, gt=0, description="longer user messages are pastes")
+    recall_tokens: int = Field(default=2_000, ge=0, description="recalled excerpts of the summarised turns")
+    client_compaction: tuple[str, ...] = Field(
+        default=DEFAULT_CLIENT_COMPACTION, description="phrases of a client's own summary request"
+    )
     on_failure: Literal["retrieve", "forward", "reject"] = "retrieve"
 
     @field_validator("chunk_tokens")
@@ -106,6 +138,13 @@ class CompressConfig(_Strict):
     def _one_target(self) -> CompressConfig:
         if self.target_tokens is not None and self.target_ratio is not None:
             raise ValueError("set target_tokens or target_ratio, not both")
+        if self.keep_recent_tokens is not None and self.keep_recent_ratio is not None:
+            raise ValueError("set keep_recent_tokens or keep_recent_ratio, not both")
+        if 0 < self.recall_tokens < RECALL_CHUNK_TOKENS:
+            raise ValueError(
+                f"recall_tokens {self.recall_tokens} cannot hold one recalled chunk (up to "
+                f"{RECALL_CHUNK_TOKENS} tokens); set 0 to turn recall off"
+            )
         return self
 
 

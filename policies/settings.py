@@ -20,19 +20,45 @@ class Fallback(StrEnum):
     """Answer 503."""
 
 
+class Timing(StrEnum):
+    """When the warning band compresses."""
+
+    DEFERRED = "deferred"
+    """Forward while the provider's cache is warm and the request stays under the cliff (the summary is
+    prepared meanwhile); compress the request that crosses, or when the cache has gone cold anyway."""
+    EAGER = "eager"
+    """Compress every request in the warning band (the behaviour before the cache was counted)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompressSettings:
     cheap_model: str | None
     """The model that writes summaries; None: the requested model itself."""
     keep_recent_turns: int
+    """The floor: at least this many recent turns stay verbatim."""
     keep_recent_tokens: int | None
+    """The aim: the recent blocks that fit in this many tokens stay verbatim."""
     target_tokens: int
-    """The compressed request should count at most this (below the model's warning line)."""
+    """A fresh compaction aims at most at this many tokens (below the model's warning line)."""
     precompress_at: int | None
     """Prepare the summary in the background once a request reaches this many tokens."""
     chunk_tokens: int | None
     """Summarise in chunks of at most this many tokens; None: the compressor's default."""
     on_failure: Fallback
+    timing: Timing = Timing.DEFERRED
+    keep_recent_max_tokens: int | None = None
+    """The cap: over it, the oldest tool outputs of the verbatim part are shrunk to excerpts."""
+    accept_tokens: int = 0
+    """A compressed request of at most this many tokens is sent as it is (a compacted prefix reused
+    turn after turn): the cliff when deferred, the target when eager."""
+    pinned_tokens: int = 0
+    """Budget for the user's own words kept verbatim in a compacted request (0: none)."""
+    pin_max_tokens: int = 1_000
+    """A user message up to this long is the user's own instruction (longer: a paste)."""
+    recall_tokens: int = 0
+    """Budget for excerpts of the summarised turns recalled for the latest question (0: none)."""
+    client_compaction: tuple[str, ...] = ()
+    """Phrases (lower case) that mark a client's own request to summarise the conversation."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

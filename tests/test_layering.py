@@ -114,3 +114,13 @@ def test_layering_checker_resolves_relative_imports(tmp_path: Path) -> None:
         for path in (tmp_path / "policies" / "sub").glob("*.py")
     }
     assert names == {"__init__.py": ["policies.sub", "policies.y"], "m.py": ["policies.sub.x", "policies"]}
+
+
+def test_starting_the_gateway_imports_no_retrieval_stack() -> None:
+    """numpy and bm25s come with the first retrieval or recall, not with every worker's start."""
+    import subprocess
+    import sys
+
+    probe = "import sys, gateway.app, gateway.lifespan; print(sorted({'numpy', 'bm25s'} & set(sys.modules)))"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert loaded.stdout.strip() == "[]"

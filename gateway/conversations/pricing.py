@@ -1,21 +1,61 @@
-"""The counterfactual cache of a request the gateway rewrote: its conversation's state, read once."""
+"""Reading a request's conversation once: for the engine's cache facts, and for its counterfactual."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import anyio.to_thread
 
 from gateway.conversations.counterfactual import CounterfactualCache, from_conversation, from_share
+from gateway.conversations.fingerprint import Chain
 from gateway.conversations.recorder import THREAD_FROM_TOKENS
-from gateway.conversations.store import ConversationStore
-from gateway.conversations.trace import ConversationTrace
+from gateway.conversations.store import ConversationStore, Recalled
+from gateway.conversations.trace import ConversationTrace, Prompt, anchor_for
+from gateway.planning import Front
+from gateway.tokens.counter import TokenCount
 
 
-async def counterfactual_of(store: ConversationStore, trace: ConversationTrace) -> CounterfactualCache:
+@dataclass(frozen=True, slots=True)
+class Looked:
+    """A conversation as read for one request: its name, the request's chain, what the store said."""
+
+    anchor: str
+    chain: Chain
+    recalled: Recalled
+
+
+async def look_up(
+    store: ConversationStore,
+    *,
+    tenant: str,
+    model: str,
+    front: Front,
+    body: Mapping[str, Any],
+    count: TokenCount,
+) -> Looked:
+    prompt = Prompt(front, body, count)
+    chain = (
+        await anyio.to_thread.run_sync(prompt.chain) if count.total >= THREAD_FROM_TOKENS else prompt.chain()
+    )
+    anchor = anchor_for(prompt, chain)
+    return Looked(anchor, chain, await store.recall(tenant, anchor, model))
+
+
+async def counterfactual_of(
+    store: ConversationStore, trace: ConversationTrace, looked: Looked | None = None
+) -> CounterfactualCache:
     """What the provider would have had cached of the request as received: from the client's previous
-    request of the conversation, else from the tenant's cached share (``counterfactual`` module)."""
-    if trace.received.count.total >= THREAD_FROM_TOKENS:
-        await anyio.to_thread.run_sync(trace.chain)
-    recalled = await store.recall(trace.tenant, trace.anchor, trace.model)
+    request of the conversation, else from the tenant's cached share (``counterfactual`` module).
+    ``looked``: the conversation as already read for this request (read here otherwise)."""
+    if looked is not None:
+        trace.adopt(looked.chain)
+        recalled = looked.recalled
+    else:
+        if trace.received.count.total >= THREAD_FROM_TOKENS:
+            await anyio.to_thread.run_sync(trace.chain)
+        recalled = await store.recall(trace.tenant, trace.anchor, trace.model)
     if recalled.state is not None:
         return from_conversation(
             recalled.state.client, trace.chain(), model=trace.model, cache=trace.cache, now_ms=trace.time_ms

@@ -2,7 +2,7 @@
 
 Kept as fingerprints (``Chain``), never text. ``client`` prices what forwarding unchanged would have cost
 (the provider would hold the client's previous request); ``sent`` is the prefix the provider really holds
-when the gateway rewrote the request (with the cached tokens it reported for it).
+when the gateway rewrote the request.
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ class ConversationState:
     client: Seen
     sent: Seen | None = None
     """What the gateway sent, when it was not the client's request as is."""
-    sent_cached_tokens: int = 0
-    """Cached tokens the provider reported for the last request sent."""
+    compacted: bool = False
+    """What was sent was compacted (a summary in use), not only excerpted."""
 
     def to_json(self) -> bytes:
-        data: dict[str, Any] = {"c": _seen(self.client), "x": self.sent_cached_tokens}
+        data: dict[str, Any] = {"c": _seen(self.client), "z": self.compacted}
         if self.sent is not None:
             data["s"] = _seen(self.sent)
         return orjson.dumps(data)
@@ -52,7 +52,7 @@ class ConversationState:
             return cls(
                 client=_parse(data["c"]),
                 sent=_parse(sent) if isinstance(sent, dict) else None,
-                sent_cached_tokens=int(data.get("x", 0)),
+                compacted=data.get("z") is True,
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             return None

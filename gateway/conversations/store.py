@@ -5,7 +5,8 @@
 - ``<prefix>:{tenant}:convs``: the tenant's conversations by last use; past ``max_per_tenant`` the oldest
   are dropped with their state, so a tenant's share of Redis is bounded;
 - ``<prefix>:{tenant}:cacheshare``: per model, input and cached tokens of the tenant's requests forwarded
-  unchanged (``<model>:in``, ``<model>:cached``): the cached share when a conversation is unknown.
+  unchanged (``<model>:in``, ``<model>:cached``): the cached share when a conversation is unknown; kept a
+  week after its last update.
 
 Every call is bounded in time and never raises: an unreadable state is reported as unknown.
 """
@@ -31,8 +32,8 @@ SHARE_MIN_INPUT = 100_000
 
 _WRITE = Script(
     """
--- KEYS: 1 state, 2 index, 3 share; ARGV: 1 state JSON, 2 ttl ms, 3 anchor, 4 now ms, 5 max conversations,
---       6 state key prefix, 7 model ('' = no share update), 8 input tokens, 9 cached tokens, 10 share ttl s
+-- KEYS: 1 state, 2 index; ARGV: 1 state JSON, 2 ttl ms, 3 anchor, 4 now ms, 5 max conversations,
+--       6 state key prefix
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
@@ -40,11 +41,6 @@ local excess = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[5])
 if excess > 0 then
   local dropped = redis.call('ZPOPMIN', KEYS[2], excess)
   for i = 1, #dropped, 2 do redis.call('DEL', ARGV[6] .. dropped[i]) end
-end
-if ARGV[7] ~= '' then
-  redis.call('HINCRBY', KEYS[3], ARGV[7] .. ':in', ARGV[8])
-  redis.call('HINCRBY', KEYS[3], ARGV[7] .. ':cached', ARGV[9])
-  redis.call('EXPIRE', KEYS[3], ARGV[10])
 end
 return 1
 """
@@ -110,9 +106,8 @@ class ConversationStore:
         *,
         ttl_seconds: float,
         now_ms: int,
-        share: ShareUpdate | None = None,
     ) -> bool:
-        state_prefix, index_key, share_key = self._keys(tenant)
+        state_prefix, index_key, _ = self._keys(tenant)
         args: list[str | int] = [
             state.to_json().decode(),
             max(1, int(ttl_seconds * 1000)),
@@ -120,18 +115,27 @@ class ConversationStore:
             now_ms,
             self._max_per_tenant(),
             state_prefix,
-            share.model if share else "",
-            share.input_tokens if share else 0,
-            share.cached_tokens if share else 0,
-            SHARE_TTL_SECONDS,
         ]
         try:
             with anyio.fail_after(TIMEOUT_SECONDS * 4):
-                await _WRITE.run(self._redis, [state_prefix + anchor, index_key, share_key], args)
+                await _WRITE.run(self._redis, [state_prefix + anchor, index_key], args)
         except (RedisError, OSError, TimeoutError) as exc:
             self._log.warning("conversation_state_unavailable", error=type(exc).__name__)
             return False
         return True
+
+    async def add_share(self, tenant: str, share: ShareUpdate) -> None:
+        """Add one unchanged request's input and cached tokens to the tenant's share for its model."""
+        share_key = self._keys(tenant)[2]
+        try:
+            with anyio.fail_after(TIMEOUT_SECONDS * 4):
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    pipe.hincrby(share_key, f"{share.model}:in", share.input_tokens)
+                    pipe.hincrby(share_key, f"{share.model}:cached", share.cached_tokens)
+                    pipe.expire(share_key, SHARE_TTL_SECONDS)
+                    await pipe.execute()
+        except (RedisError, OSError, TimeoutError) as exc:
+            self._log.warning("conversation_state_unavailable", error=type(exc).__name__)
 
 
 def _share(fed: object, cached: object) -> float | None:

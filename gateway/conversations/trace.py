@@ -19,6 +19,7 @@ from gateway.conversations.state import Seen
 from gateway.planning import Front, Plan
 from gateway.responses.counting import countable
 from gateway.tokens.counter import TokenCount
+from policies import Action
 
 EXTENDED_RETENTION = "24h"
 
@@ -41,6 +42,12 @@ class Prompt:
         )
 
 
+def anchor_for(prompt: Prompt, chain: Chain) -> str:
+    """The name of the conversation ``prompt`` belongs to (``fingerprint.anchor_of``)."""
+    messages = prompt.front.messages(prompt.body)
+    return anchor_of(chain, messages, cache_key=prompt.body.get("prompt_cache_key"))
+
+
 @dataclass(slots=True)
 class ConversationTrace:
     tenant: str
@@ -53,6 +60,8 @@ class ConversationTrace:
     received: Prompt
     sent: Prompt | None
     """What went upstream, when the gateway rewrote it."""
+    compacted: bool = False
+    """The rewrite included a summary (not only excerpts)."""
     _chains: dict[str, Chain] = field(default_factory=dict)
 
     def chain(self, which: str = "received") -> Chain:
@@ -65,8 +74,11 @@ class ConversationTrace:
 
     @property
     def anchor(self) -> str:
-        messages = self.received.front.messages(self.received.body)
-        return anchor_of(self.chain(), messages, cache_key=self.received.body.get("prompt_cache_key"))
+        return anchor_for(self.received, self.chain())
+
+    def adopt(self, chain: Chain) -> None:
+        """Take the received prompt's chain computed already (when the conversation was read)."""
+        self._chains["received"] = chain
 
     def client_seen(self) -> Seen:
         return Seen(self.model, self.time_ms, self.retention_seconds, self.chain())
@@ -107,4 +119,5 @@ def trace_of(
         time_ms=int((started_at if started_at is not None else time.time()) * 1000),
         received=Prompt(plan.front, body, count),
         sent=sent,
+        compacted=sent is not None and Action.COMPRESS in plan.decision.applied,
     )

@@ -46,6 +46,8 @@ class CostEvent:
     counterfactual_basis: str | None = None
     """How they were known: forwarded, as_sent, conversation, conversation_cold, tenant_share, none."""
     cache_write_tokens: int = 0
+    reason: str | None = None
+    """Why the cache made the warning band forward or compress the request."""
 
     def __post_init__(self) -> None:
         if not self.id or not self.tenant:

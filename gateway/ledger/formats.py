@@ -43,7 +43,7 @@ EVENT_COLUMNS = (
     "input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens", "tier",
     "cost_usd", "counterfactual_usd", "saving_usd",
     "estimated", "parent_id", "status", "latency_ms", "stream", "client_request_id",
-    "counterfactual_cached_tokens", "counterfactual_basis", "cache_write_tokens",
+    "counterfactual_cached_tokens", "counterfactual_basis", "cache_write_tokens", "reason",
 )  # fmt: skip
 
 
@@ -55,7 +55,7 @@ def event_values(event: CostEvent) -> tuple[str | int | bool | None, ...]:
         event.reasoning_tokens, event.tier, usd(event.cost_nanos), usd(event.counterfactual_nanos),
         usd(event.saving_nanos), event.estimated, event.parent_id, event.status, event.latency_ms,
         event.stream, event.client_request_id, event.counterfactual_cached_tokens, event.counterfactual_basis,
-        event.cache_write_tokens,
+        event.cache_write_tokens, event.reason,
     )  # fmt: skip
 
 

@@ -21,8 +21,10 @@ from gateway.body import json_object
 from gateway.record import RequestRecord
 from gateway.responses.memory import Remember
 from gateway.responses.stream import ResponsesStreamReader, finish_reason_of
+from gateway.sse import EventSplitter, events
 from gateway.upstream import Exchange
 from gateway.usage import usage_from_openai
+from gateway.usage_report import rewrite_event
 
 
 async def complete(record: RequestRecord, exchange: Exchange, *, remember: Remember) -> Response:
@@ -38,7 +40,7 @@ async def complete(record: RequestRecord, exchange: Exchange, *, remember: Remem
         record.output_text_chars = sum(len(text) for text in _output_texts(data))
         if isinstance(data.get("id"), str) and upstream.status_code < 300:
             await remember(data["id"], data)
-    return replies.answer(record, upstream)
+    return replies.answer(record, upstream, replies.reported_content(record, data))
 
 
 def relay(
@@ -48,6 +50,7 @@ def relay(
     and ``done`` runs with what was learnt."""
     upstream = exchange.response
     reader = ResponsesStreamReader(started=exchange.started)
+    report = Reporter(record.report_prompt_tokens) if record.report_prompt_tokens is not None else None
 
     async def body() -> AsyncIterator[bytes]:
         finished = False
@@ -57,8 +60,12 @@ def relay(
                 reader.feed(chunk)
                 if reader.final and not final:
                     await _remember(record, reader, remember)
-                yield chunk
+                out = chunk if report is None else report.feed(chunk)
+                if out:
+                    yield out
             reader.flush()
+            if report is not None and (rest := report.rest()):
+                yield rest
             finished = True
         except httpx.HTTPError:
             record.error_type = "upstream_stream_broken"
@@ -75,6 +82,25 @@ def relay(
         media_type=upstream.headers.get("content-type", "text/event-stream"),
         headers=replies.headers(record, upstream),
     )
+
+
+class Reporter:
+    """The events of a stream, whole, with the final event's usage as the tenant asked it reported."""
+
+    def __init__(self, received: int) -> None:
+        self._received = received
+        self._splitter = EventSplitter()
+
+    def feed(self, chunk: bytes) -> bytes:
+        complete = self._splitter.feed(chunk)
+        return b"".join(self._event(event) + b"\n\n" for event in events(complete))
+
+    def rest(self) -> bytes:
+        rest = self._splitter.rest()
+        return self._event(rest.strip()) if rest.strip() else rest
+
+    def _event(self, event: bytes) -> bytes:
+        return rewrite_event(event, self._received) if b'"usage"' in event else event
 
 
 async def _remember(record: RequestRecord, reader: ResponsesStreamReader, remember: Remember) -> None:

@@ -1,13 +1,130 @@
-"""``compress``: summarise the old turns through the cheap model, keep the recent ones verbatim."""
+"""``compress``: summarise the old turns through the cheap model, keep the recent ones verbatim.
+
+In the warning band the cache decides when (``compress.timing: deferred``, the default). A prompt the
+provider serves mostly from its cache costs a tenth of its input price, and any rewrite throws that cache
+away, so while the request stays under the cliff:
+
+- a client's own request to summarise the conversation is forwarded unchanged (its model must see
+  everything it is asked to summarise);
+- a conversation already compacted keeps its compacted prefix (the compressor reuses it byte for byte);
+- a conversation whose cache is warm is compressed now only when that pays (``pays_now``): the compacted
+  request, all uncached, plus the cheap model reading the prompt, against forwarding it with its cache
+  plus what the turns left before the cliff (at the growth observed) save on a smaller history;
+- otherwise it is forwarded unchanged, with the warning, and its summary is prepared in the background
+  from when the next turn would cross the cliff (always when the growth is unknown), so that the crossing
+  finds it ready;
+- a conversation whose cache has gone cold (idle past the retention), or that the gateway does not know,
+  is compressed now: the rewrite costs nothing the cache would have saved.
+
+``timing: eager`` compresses every warning-band request, as before the cache was counted. Over the cliff,
+compression is planned by ``retrieve`` (old turns first when history is the bulk of the prompt).
+"""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from policies.bands import Band
 from policies.context import Context
 from policies.decision import Action, Decision
+from policies.facts import CacheFacts
+from policies.settings import CompressSettings, Timing
+
+
+def is_client_compaction(text: str | None, phrases: tuple[str, ...]) -> bool:
+    """Whether the latest instruction asks the model to summarise the conversation itself."""
+    if not text or not phrases:
+        return False
+    lowered = text.lower()
+    return any(phrase in lowered for phrase in phrases)
 
 
 class CompressOldTurns:
-    """Plan one compression; ``after_transform`` checks its result against ``compress.target_tokens``."""
+    """Plan one compression; ``after_transform`` checks its result against ``compress.accept_tokens``."""
 
     def plan(self, context: Context) -> Decision:
-        return context.decision(Action.COMPRESS, transforms=(Action.COMPRESS,))
+        if context.band is Band.WARNING and context.compress.timing is Timing.DEFERRED:
+            deferred = _deferred(context)
+            if deferred is not None:
+                return deferred
+        reason = _reason_to_compress(context)
+        decision = context.decision(Action.COMPRESS, transforms=(Action.COMPRESS,))
+        return replace(decision, reason=reason) if reason else decision
+
+
+SUMMARY_ALLOWANCE = 4_000
+"""Tokens a compaction's summary text is assumed to take (the compressor's summary_max_tokens)."""
+
+
+def compacted_size(settings: CompressSettings) -> int:
+    """What a fresh compaction is expected to send: the verbatim aim, the pins, the recall and a summary
+    (at most the target)."""
+    aim = settings.keep_recent_tokens or settings.target_tokens
+    expected = aim + settings.pinned_tokens + settings.recall_tokens + SUMMARY_ALLOWANCE
+    return min(settings.target_tokens, expected)
+
+
+def pays_now(context: Context, cache: CacheFacts) -> tuple[bool, str]:
+    """Whether compressing this warm request costs less than forwarding it, counting the cheaper history
+    of the turns left before the cliff; and the comparison, for the reason (USD per request)."""
+    model = context.model_facts.get(context.bands.model)
+    if model is None or model.input_price is None:
+        return False, "no prices"
+    price = model.input_price / 1e6
+    cached_price = (
+        model.cached_input_price if model.cached_input_price is not None else model.input_price
+    ) / 1e6
+    cheap = context.model_facts.get(context.compress.cheap_model or context.bands.model)
+    cheap_price = (cheap.input_price if cheap is not None and cheap.input_price is not None else 0.0) / 1e6
+    tokens, cached = context.facts.prompt_tokens, min(cache.cached_tokens, context.facts.prompt_tokens)
+    size = compacted_size(context.compress)
+    forward = (tokens - cached) * price + cached * cached_price
+    growth = cache.growth_tokens
+    turns = max(0, (context.bands.cliff - tokens) // growth) if growth else 0
+    # when the next turn would cross, forwarding prepares the summary now anyway: its cost is not extra
+    summary = 0.0 if _crossing(context, cache) else tokens * cheap_price
+    compress = size * price + summary
+    later = turns * max(0, tokens - size) * cached_price
+    comparison = (
+        f"forward ${forward:.4f}, compress ${compress:.4f}, {max(0, turns)} later turns save ${later:.4f}"
+    )
+    return compress <= forward + later, comparison
+
+
+def _deferred(context: Context) -> Decision | None:
+    """The forward decision of a warning-band request the cache says to leave alone, else None."""
+    facts, settings = context.facts, context.compress
+    if is_client_compaction(facts.latest_instruction, settings.client_compaction):
+        forward = context.decision(Action.FORWARD)
+        return replace(forward, reason="client compaction: forwarded unchanged under the cliff")
+    cache = facts.cache
+    if cache is None or not cache.warm or cache.compacted:
+        return None
+    pays, _ = pays_now(context, cache)
+    if pays:
+        return None
+    crossing = _crossing(context, cache)
+    forward = context.decision(Action.FORWARD)
+    reason = f"deferred: cache warm ({cache.cached_tokens} tokens cached), under the cliff" + (
+        "; summary prepared for the crossing" if crossing else ""
+    )
+    return replace(forward, precompress=forward.precompress or crossing, reason=reason)
+
+
+def _crossing(context: Context, cache: CacheFacts) -> bool:
+    """The next turn, at the growth observed, would cross the cliff (unknown growth: assume it would)."""
+    growth = cache.growth_tokens
+    return growth is None or context.facts.prompt_tokens + growth > context.bands.cliff
+
+
+def _reason_to_compress(context: Context) -> str | None:
+    if context.band is not Band.WARNING or context.compress.timing is not Timing.DEFERRED:
+        return None
+    cache = context.facts.cache
+    if cache is None:
+        return "compressed: no warm cache known for this conversation (new, or idle past the retention)"
+    if cache.compacted:
+        return "compressed: the conversation's compacted prefix is reused"
+    if cache.warm:
+        return f"compressed: it pays now ({pays_now(context, cache)[1]})"
+    return "compressed: the cache has gone cold, the rewrite costs nothing extra"

@@ -45,8 +45,6 @@ import httpx
 import orjson
 from fastapi import FastAPI
 
-from compressors.summary import SummarySettings
-from compressors.summary.assembly import assemble
 from compressors.summary.keys import prefix_hashes
 from compressors.summary.selection import select
 from compressors.summary.store import SummaryStore
@@ -58,6 +56,7 @@ from gateway.record import RequestRecord
 from gateway.redisserver import EmbeddedRedis, free_port
 from gateway.settings import Settings
 from gateway.tokens.adapter import ModelTokens
+from policies import Facts
 from tests.factories import (
     OTHER_KEY,
     TENANT_KEY,
@@ -104,7 +103,7 @@ def bench_config(*, precompress_at: int | None = None) -> dict[str, Any]:
     run = uuid.uuid4().hex[:8]
     forward = f"bench-forward-{run}"
     config = make_config(tenants={f"bench-{run}": {"keys": [TENANT_KEY]}, forward: {"keys": [OTHER_KEY]}})
-    compress: dict[str, Any] = {"cheap_model": "small"}
+    compress: dict[str, Any] = {"cheap_model": "small", "timing": "eager"}  # compress every band request
     if precompress_at is not None:
         compress["precompress_at"] = precompress_at
     config["policies"] = {
@@ -229,10 +228,12 @@ async def compressor_parts(
 ) -> dict[str, list[float]]:
     """The steps of ``SummarizeOldTurns.compress`` on a cache hit, timed one by one."""
     state = gw.app.state.gateway
-    counter = ModelTokens(state.store.current.counter, "gpt-5.4")
-    settings = SummarySettings(
-        cheap_model="small", target_tokens=150_000, keep_recent_turns=6, cheap_context_tokens=400_000
-    )
+    runtime = state.store.current
+    counter = ModelTokens(runtime.counter, "gpt-5.4")
+    decision = runtime.engine.decide(Facts(tenant=tenant, model="gpt-5.4", prompt_tokens=tokens_of(messages)))
+    transforms = state.pipeline.transforms_for(runtime, RequestRecord(request_id="bench", endpoint="chat"))
+    settings = transforms.summary_settings(decision)
+    compressor = transforms.summarizer(settings, tenant, counter)
     store = SummaryStore(RedisCache(state.redis, tenant, "summary"), ttl_seconds=settings.cache_ttl)
     chosen = select(messages, settings=settings, counter=counter)
     hashes = prefix_hashes(messages, chosen.blocks[: chosen.split], settings=settings)
@@ -251,15 +252,15 @@ async def compressor_parts(
     async def lookup() -> None:
         await store.find_longest(hashes, upto=chosen.split)
 
-    async def assembling() -> None:
-        counter.count_messages(assemble(messages, summarized=chosen.summarized(), text=SUMMARY))
+    async def compressing() -> None:
+        await compressor.compress(messages, settings, tokens_before=decision.tokens)
 
     steps = {
         "count the whole request again": recount,
         "select the old turns": selecting,
         "hash every prefix of the old part": hashing,
         "find the cached summary (Redis)": lookup,
-        "assemble and count the result": assembling,
+        "compress() as a whole (lay out, pin, recall, count)": compressing,
     }
     return {name: [await timed(step) for _ in range(repeats)] for name, step in steps.items()}
 

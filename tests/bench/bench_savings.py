@@ -9,8 +9,9 @@ side calls, from its ledger), the saving the ledger claims, the real saving (the
 bills) and how far the claim is from it.
 
 - ``chat``: a chat growing about 10K tokens a turn for 40 turns, to about 420K;
-- ``short``: the same chat, ending two turns after it crosses the warning line (250K);
-- ``tools``: a tool loop whose tool outputs are 10-25K tokens, until two turns past the cliff (272K).
+- ``short``: the same chat, ending on the turn after the one that crosses the warning line (250K), under
+  the cliff;
+- ``tools``: a tool loop whose tool outputs are 10-25K tokens, to about 420K (past the cliff at 272K).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -96,48 +98,32 @@ TOOLS = [
 
 
 def tool_loop() -> Session:
+    """An agent reading files: one task, then tool calls whose outputs are 10-25K tokens, to about 420K."""
     prose, rng = ProseGenerator(5), random.Random(5)
     history: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a coding agent. Use the tools. " * 30},
         {"role": "user", "content": "Find why the nightly build fails and fix it. Keep the public API."},
     ]
-    past_cliff = None
     for step in range(60):
         call_id = f"call_{step}"
-        history.append(
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {
-                            "name": "read_file",
-                            "arguments": orjson.dumps({"path": f"src/m{step}.py"}).decode(),
-                        },
-                    }
-                ],
-            }
-        )
-        history.append(
-            {"role": "tool", "tool_call_id": call_id, "content": text_of(prose, rng.randint(10_000, 25_000))}
-        )
+        arguments = orjson.dumps({"path": f"src/m{step}.py"}).decode()
+        call = {"id": call_id, "type": "function", "function": {"name": "read_file", "arguments": arguments}}
+        history.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        output = text_of(prose, rng.randint(10_000, 25_000))
+        history.append({"role": "tool", "tool_call_id": call_id, "content": output})
         yield {
             "model": "gpt-5.4",
             "messages": list(history),
             "tools": TOOLS,
             "max_completion_tokens": ANSWER_TOKENS,
         }
-        if past_cliff is None and tokens_of(history, TOOLS) > CLIFF:
-            past_cliff = step
-        if past_cliff is not None and step >= past_cliff + 2:
+        if tokens_of(history, TOOLS) > 420_000:
             return
 
 
 WORKLOADS: dict[str, Callable[[], Session]] = {
     "chat": long_chat,
-    "short": lambda: long_chat(stop_after_warning=2),
+    "short": lambda: long_chat(stop_after_warning=1),
     "tools": tool_loop,
 }
 
@@ -160,6 +146,8 @@ class Result:
     gateway_nanos: int
     claimed_nanos: int
     actions: dict[str, int]
+    over_cliff: int
+    """Requests the gateway sent upstream with more than the cliff's input tokens (must be 0)."""
 
     @property
     def real_nanos(self) -> int:
@@ -191,6 +179,7 @@ def run(name: str, mock: str, gateway: str, key: str, tenant: str) -> Result:
         sum(nanos(event["cost_usd"]) for event in events),
         sum(nanos(event["saving_usd"]) for event in events),
         actions,
+        sum(1 for event in events if event["parent_id"] is None and event["input_tokens"] > CLIFF),
     )
 
 
@@ -218,6 +207,41 @@ def ledger(client: httpx.Client, gateway: str, tenant: str, ids: set[str]) -> li
         time.sleep(0.2)
 
 
+@contextmanager
+def mock_and_gateway(
+    tenants: dict[str, Any], compress: dict[str, Any], redis_url: str
+) -> Iterator[tuple[str, str]]:
+    """The caching mock upstream and a ``gateway serve`` in front of it, with a priced cheap model and
+    the shipped policy's compress settings overridden by ``compress``; yields their URLs."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        mock_port, gateway_port = free_port(), free_port()
+        mock_args = [PYTHON, "-m", "tests.mock.upstream", "--port", str(mock_port)]
+        with process(mock_args, f"http://127.0.0.1:{mock_port}/v1/models", env={}, log=tmp_path / "mock.log"):
+            config = make_config(tenants=tenants)
+            config["providers"]["mock"]["base_url"] = f"http://127.0.0.1:{mock_port}/v1"
+            config["models"]["small"]["pricing"] = {
+                "input": "0.25",
+                "cached_input": "0.025",
+                "output": "2.00",
+            }
+            config["policies"] = {
+                "default": {"name": "default", "compress": {"cheap_model": "small", **compress}}
+            }
+            env = {
+                "GATEWAY_CONFIG": str(write_config(tmp_path / "gateway.yaml", config)),
+                "GATEWAY_PORT": str(gateway_port),
+                "GATEWAY_REDIS_URL": redis_url,
+                "GATEWAY_ADMIN_KEY": "bench-admin",
+                "GATEWAY_DATA_DIR": str(tmp_path / "data"),
+            }
+            gateway_args = [str(Path(PYTHON).parent / "gateway"), "serve"]
+            with process(
+                gateway_args, f"http://127.0.0.1:{gateway_port}/healthz", env=env, log=tmp_path / "gw.log"
+            ):
+                yield f"http://127.0.0.1:{mock_port}", f"http://127.0.0.1:{gateway_port}"
+
+
 def usd(nanos_value: int) -> str:
     return f"${nanos_value / 1e9:,.2f}"
 
@@ -228,45 +252,27 @@ def main() -> None:
     )
     parser.add_argument("--workloads", default="chat,short,tools")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument(
+        "--compress", default="{}", help='policy compress settings as JSON, e.g. \'{"timing": "eager"}\''
+    )
     args = parser.parse_args()
     names = args.workloads.split(",")
     suffix = uuid.uuid4().hex[:8]
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp_path = Path(tmp)
-        mock_port, gateway_port = free_port(), free_port()
-        mock_args = [PYTHON, "-m", "tests.mock.upstream", "--port", str(mock_port)]
-        with process(mock_args, f"http://127.0.0.1:{mock_port}/v1/models", env={}, log=tmp_path / "mock.log"):
-            config = make_config(
-                tenants={f"{name}-{suffix}": {"keys": [f"sk-bench-{name}"]} for name in names}
-            )
-            config["providers"]["mock"]["base_url"] = f"http://127.0.0.1:{mock_port}/v1"
-            config["models"]["small"]["pricing"] = {
-                "input": "0.25",
-                "cached_input": "0.025",
-                "output": "2.00",
-            }
-            policies = orjson.loads(
-                orjson.dumps({"default": {"name": "default", "compress": {"cheap_model": "small"}}})
-            )
-            config["policies"] = policies
-            path = write_config(tmp_path / "gateway.yaml", config)
-            env = {
-                "GATEWAY_CONFIG": str(path),
-                "GATEWAY_PORT": str(gateway_port),
-                "GATEWAY_REDIS_URL": args.redis_url,
-                "GATEWAY_ADMIN_KEY": "bench-admin",
-                "GATEWAY_DATA_DIR": str(tmp_path / "data"),
-            }
-            gateway_args = [str(Path(PYTHON).parent / "gateway"), "serve"]
-            with process(
-                gateway_args, f"http://127.0.0.1:{gateway_port}/healthz", env=env, log=tmp_path / "gw.log"
-            ):
-                results = [
-                    run(name, f"http://127.0.0.1:{mock_port}", f"http://127.0.0.1:{gateway_port}",
-                        f"sk-bench-{name}", f"{name}-{suffix}")
-                    for name in names
-                ]  # fmt: skip
-    header = ("workload", "requests", "unchanged", "gateway", "claimed", "real", "claim/real", "actions")
+    tenants = {f"{name}-{suffix}": {"keys": [f"sk-bench-{name}"]} for name in names}
+    with mock_and_gateway(tenants, orjson.loads(args.compress), args.redis_url) as (mock, gateway):
+        results = [run(name, mock, gateway, f"sk-bench-{name}", f"{name}-{suffix}") for name in names]
+    header = (
+        "workload",
+        "requests",
+        "unchanged",
+        "gateway",
+        "share",
+        "claimed",
+        "real",
+        "claim/real",
+        "over cliff",
+        "actions",
+    )
     print(" | ".join(header))
     for result in results:
         ratio = result.claimed_nanos / result.real_nanos if result.real_nanos else float("nan")
@@ -278,9 +284,11 @@ def main() -> None:
                     str(result.requests),
                     usd(result.unchanged_nanos),
                     usd(result.gateway_nanos),
+                    f"{result.gateway_nanos / result.unchanged_nanos:.1%}",
                     usd(result.claimed_nanos),
                     usd(result.real_nanos),
                     f"{ratio:.3f}",
+                    str(result.over_cliff),
                     actions,
                 ]
             )

@@ -28,7 +28,7 @@ from tests.factories import TENANT_KEY, make_config, write_config
 from tests.fixtures.conversations import ProseGenerator
 
 GPT_5_4 = ModelPricing(input=Decimal("2.50"), cached_input=Decimal("0.25"), output=Decimal("15.00"))
-TURNS = 14
+TURNS = 26
 
 
 def savings_config(mock_url: str, tenant: str) -> dict[str, Any]:
@@ -41,7 +41,13 @@ def savings_config(mock_url: str, tenant: str) -> dict[str, Any]:
         "default": {
             "name": "default",
             "actions": {"warning": "compress", "over_cliff": "compress"},
-            "compress": {"cheap_model": "small", "keep_recent_turns": 2},
+            "compress": {
+                "cheap_model": "small",
+                "keep_recent_turns": 2,
+                "target_ratio": 0.6,
+                "pinned_tokens": 0,
+                "recall_tokens": 0,
+            },
         },
     }
     return config

@@ -62,7 +62,10 @@ ONE_CALL = {"chunk_tokens": 300_000}
 def compression_config(tenant: str, **compress: Any) -> dict[str, Any]:
     config = make_config(tenants={tenant: {"keys": [TENANT_KEY]}})
     config["models"]["small"]["pricing"] = {"input": "0.75", "cached_input": "0.075", "output": "4.50"}
-    config["policies"] = {"default": {"name": "default", "compress": {"cheap_model": "small", **compress}}}
+    # eager: these tests are about the compression itself; tests/gateway/test_cache_timing.py defers
+    config["policies"] = {
+        "default": {"name": "default", "compress": {"cheap_model": "small", "timing": "eager", **compress}}
+    }
     return config
 
 

@@ -106,9 +106,7 @@ def test_counterfactual_unknown_conversation_takes_the_tenant_share_and_is_estim
 
 
 def test_state_round_trips_and_unreadable_values_are_none() -> None:
-    state = ConversationState(
-        client=seen(conversation(2), at_ms=5), sent=seen(conversation(1), at_ms=5), sent_cached_tokens=1024
-    )
+    state = ConversationState(client=seen(conversation(2), at_ms=5), sent=seen(conversation(1), at_ms=5))
     assert ConversationState.from_json(state.to_json()) == state
     assert ConversationState.from_json(b"{not json") is None
     assert ConversationState.from_json(b'{"c": {"m": "x"}}') is None
@@ -131,7 +129,8 @@ async def test_store_keeps_state_and_the_tenant_share(redis_client: aioredis.Red
     store = ConversationStore(redis_client, prefix="gwtest")
     state = ConversationState(client=seen(conversation(2), at_ms=int(time.time() * 1000)))
     share = ShareUpdate("gpt-5.4", SHARE_MIN_INPUT, SHARE_MIN_INPUT * 9 // 10)
-    assert await store.remember(tenant_name, "p1", state, ttl_seconds=60, now_ms=1, share=share)
+    assert await store.remember(tenant_name, "p1", state, ttl_seconds=60, now_ms=1)
+    await store.add_share(tenant_name, share)
     recalled = await store.recall(tenant_name, "p1", "gpt-5.4")
     assert recalled.available and recalled.state == state and recalled.share == pytest.approx(0.9)
     unknown = await store.recall(tenant_name, "p2", "gpt-5.2")

@@ -190,9 +190,10 @@ def test_over_window_without_a_way_down_is_rejected_with_numbers(
     assert answer.main == []
 
 
-def small_bands_config(**policy: Any) -> dict[str, Any]:
-    """gpt-5.2 with a warning line at 1,000 tokens and a cliff at 2,000, so tests stay small."""
-    config = make_config()
+def small_bands_config(tenant: str, **policy: Any) -> dict[str, Any]:
+    """gpt-5.2 with a warning line at 1,000 tokens and a cliff at 2,000, so tests stay small; ``tenant``
+    holds the test key (a fresh one: no conversation state of an earlier run)."""
+    config = make_config(tenants={tenant: {"keys": [TENANT_KEY]}})
     config["policies"] = {
         "bands": {"gpt-5.2": {"cliff_tokens": 2000, "warning_tokens": 1000}},
         "rules": [
@@ -200,7 +201,7 @@ def small_bands_config(**policy: Any) -> dict[str, Any]:
         ],
         "default": {"name": "default", **policy},
     }
-    config["tenants"]["acme"]["allow_passthrough"] = True
+    config["tenants"][tenant]["allow_passthrough"] = True
     return config
 
 
@@ -218,11 +219,19 @@ def sized_body(words: int) -> dict[str, Any]:
     ],
 )
 def test_observe_and_passthrough_forward_unchanged_in_the_warning_band(
-    tmp_path: Path, redis_url: str, upstream: Any, headers: dict[str, str], action: str, proposed: str | None
+    tmp_path: Path,
+    redis_url: str,
+    upstream: Any,
+    tenant_name: str,
+    headers: dict[str, str],
+    action: str,
+    proposed: str | None,
 ) -> None:
     router, answer = upstream
     config = small_bands_config(
-        actions={"warning": "retrieve"}, retrieve={"document_min_tokens": 800, "budget_tokens": 600}
+        tenant_name,
+        actions={"warning": "retrieve"},
+        retrieve={"document_min_tokens": 800, "budget_tokens": 600},
     )
     body = sized_body(1300)
     received = tokens_of(body["messages"])

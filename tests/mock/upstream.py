@@ -16,7 +16,8 @@ it receives (a Responses request also with its raw body text), and can be told t
   earlier request to the same model left within the retention, in 128-token blocks from 1,024 tokens;
   prompt tokens are counted exactly. ``_control`` takes ``{"cache": false}`` to turn it off and
   ``{"cache_age_seconds": 600}`` to age what is cached (a pause without waiting).
-- ``GET /_requests``: what it received (path, headers without authorization values, JSON body).
+- ``GET /_requests``: what it received (path, headers without authorization values, JSON body);
+  ``?since=N`` leaves out the first N.
 - ``POST /_reset``: forget requests and behaviour.
 """
 
@@ -364,9 +365,10 @@ def create_mock_app() -> Starlette:
         return _json(asdict(state.behaviour))
 
     async def requests_seen(request: Request) -> Response:
+        since = int(request.query_params.get("since", "0"))
         return _json(
             {
-                "requests": state.requests,
+                "requests": state.requests[since:],
                 "streams_cancelled": state.streams_cancelled,
                 "streams_finished": state.streams_finished,
             }

@@ -73,7 +73,7 @@ def test_decide_over_the_cliff_also_compresses_when_history_is_the_bulk(
 
 @pytest.mark.parametrize(
     ("model", "target", "budget"),
-    [("gpt-5.4", 150_000, 125_000), ("small", 76_800, 64_000), ("gpt-5.4-mini", 240_000, 200_000)],
+    [("gpt-5.4", 75_000, 125_000), ("small", 38_400, 64_000), ("gpt-5.4-mini", 120_000, 200_000)],
 )
 def test_decide_resolves_transform_settings_for_the_model(model: str, target: int, budget: int) -> None:
     decision = make_engine().decide(make_facts(model=model, prompt_tokens=1))

@@ -49,7 +49,7 @@ def test_after_transform_checks_compression_against_its_target(
     applied: tuple[Action, ...],
     extra_warning: str | None,
 ) -> None:
-    engine, facts, decision = planned(260_000)
+    engine, facts, decision = planned(260_000, compress={"timing": "eager", "target_ratio": 0.6})
     assert decision.transforms == (C,)
     after = engine.after_transform(decision, facts, new_tokens)
     assert (after.action, after.transforms, after.applied, after.tokens) == (
@@ -115,7 +115,7 @@ def test_after_transform_drops_retrieval_when_compression_was_enough() -> None:
 
 
 def test_after_transform_runs_retrieval_planned_after_compression() -> None:
-    engine, facts, decision = planned(300_000, history_share=0.8)
+    engine, facts, decision = planned(300_000, history_share=0.8, compress={"timing": "eager"})
     after = engine.after_transform(decision, facts, 200_000)
     assert (after.action, after.transforms, after.applied, after.tokens) == (R, (R,), (C,), 200_000)
     final = engine.after_transform(after, facts, 120_000)
@@ -195,7 +195,7 @@ def test_after_failure_rejects_with_503_when_nothing_else_keeps_the_invariant(
 
 
 def test_after_failure_of_retrieval_after_compression_sends_the_compressed_request() -> None:
-    engine, facts, decision = planned(300_000, history_share=0.9)
+    engine, facts, decision = planned(300_000, history_share=0.9, compress={"timing": "eager"})
     compressed = engine.after_transform(decision, facts, 200_000)
     after = engine.after_failure(compressed, facts, reason="boom")
     assert (after.action, after.transforms, after.applied, after.tokens) == (C, (), (C,), 200_000)
@@ -235,3 +235,19 @@ def test_after_failure_reject_drops_the_transforms_still_planned() -> None:
     after = engine.after_failure(decision, facts, reason="boom")
     assert (after.action, after.transforms) == (Action.REJECT, ())
     assert after.rejection is not None and after.rejection.status == 503
+
+
+@pytest.mark.parametrize(
+    ("new_tokens", "action", "transforms"),
+    [(150_001, C, ()), (249_999, C, ()), (271_999, C, ()), (272_000, C, ()), (272_001, R, (R,))],
+)
+def test_deferred_timing_sends_a_compression_up_to_the_cliff_without_excerpting_it(
+    new_tokens: int, action: Action, transforms: tuple[Action, ...]
+) -> None:
+    """A compacted prefix reused turn after turn is over the fresh target but under the cliff: it goes
+    as it is, so the conversation never flips between a compacted and an excerpted prefix."""
+    engine, facts, decision = planned(300_000, history_share=0.8)
+    assert decision.transforms == (C, R)
+    after = engine.after_transform(decision, facts, new_tokens)
+    assert (after.action, after.transforms) == (action, transforms)
+    assert after.above_cliff is False

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from policies import Action, Facts, ModelFacts, PoliciesConfig, PolicyConfigError, PolicyEngine
+from policies.facts import CacheFacts
 
 ACTIONS = ["forward", "compress", "retrieve", "reroute", "reject"]
 TENANTS = ["t0", "t1", "t2"]
@@ -46,6 +47,7 @@ def policy_bodies(draw: st.DrawFn, models: list[str]) -> dict[str, Any]:
         "compress": {
             "on_failure": draw(st.sampled_from(["retrieve", "forward", "reject"])),
             "target_ratio": draw(st.none() | st.floats(0.01, 0.99)),
+            "timing": draw(st.sampled_from(["deferred", "eager"])),
         },
         "retrieve": {
             "on_failure": draw(st.sampled_from(["forward", "reject"])),
@@ -118,6 +120,17 @@ def scenarios(draw: st.DrawFn) -> tuple[PolicyEngine, PoliciesConfig, dict[str, 
         headers=headers,
         tenant_allows_passthrough=draw(st.booleans()),
         history_share=draw(st.floats(0.0, 1.0)),
+        cache=draw(
+            st.none()
+            | st.builds(
+                CacheFacts,
+                warm=st.booleans(),
+                cached_tokens=st.integers(0, 2_000_000),
+                growth_tokens=st.none() | st.integers(0, 500_000),
+                compacted=st.booleans(),
+            )
+        ),
+        latest_instruction=draw(st.none() | st.sampled_from(["go on", "Please summarize the conversation."])),
     )
     return engine, config, table, facts
 

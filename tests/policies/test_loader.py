@@ -26,7 +26,9 @@ def test_load_default_is_the_issue_default_policy() -> None:
         "over_cliff": "retrieve",
         "over_window": "retrieve",
     }
-    assert config.default.compress.target_ratio == 0.6
+    assert config.default.compress.target_ratio == 0.3
+    assert (config.default.compress.keep_recent_turns, config.default.compress.keep_recent_ratio) == (2, 0.2)
+    assert config.default.compress.timing == "deferred"
     assert config.default.retrieve.budget_ratio == 0.5
 
 

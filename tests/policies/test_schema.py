@@ -188,7 +188,12 @@ def test_policies_config_defaults_match_the_issue() -> None:
         "over_cliff": "retrieve",
         "over_window": "retrieve",
     }
-    assert (default.compress.keep_recent_turns, default.compress.on_failure) == (6, "retrieve")
+    assert (default.compress.keep_recent_turns, default.compress.on_failure) == (2, "retrieve")
+    assert (default.compress.timing, default.compress.pinned_tokens, default.compress.recall_tokens) == (
+        "deferred",
+        8_000,
+        2_000,
+    )
     retrieve = default.retrieve
     assert (retrieve.chunk_tokens_min, retrieve.chunk_tokens_max, retrieve.document_min_tokens) == (
         500,

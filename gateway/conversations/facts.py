@@ -1,0 +1,33 @@
+"""The policy engine's view of a conversation's cache: ``policies.facts.CacheFacts`` from its state."""
+
+from __future__ import annotations
+
+from gateway.config import PromptCacheConfig
+from gateway.conversations.counterfactual import cacheable
+from gateway.conversations.fingerprint import Chain
+from gateway.conversations.store import Recalled
+from policies.facts import CacheFacts
+
+
+def cache_facts(
+    recalled: Recalled, chain: Chain, *, model: str, cache: PromptCacheConfig, now_ms: int
+) -> CacheFacts | None:
+    """None when nothing is known (the store unreachable, or a conversation it never saw)."""
+    state = recalled.state
+    if not recalled.available or state is None:
+        return None
+    previous = state.client
+    growth = chain.tokens[-1] - previous.chain.tokens[-1] if previous.model == model else None
+    if state.compacted and state.sent is not None and state.sent.warm_at(now_ms):
+        return CacheFacts(
+            warm=True,
+            cached_tokens=cacheable(state.sent.chain.tokens[-1], cache),
+            growth_tokens=growth if growth is None or growth >= 0 else None,
+            compacted=True,
+        )
+    warm = previous.model == model and previous.warm_at(now_ms)
+    return CacheFacts(
+        warm=warm,
+        cached_tokens=cacheable(previous.chain.shared_tokens(chain), cache) if warm else 0,
+        growth_tokens=growth if growth is None or growth >= 0 else None,
+    )

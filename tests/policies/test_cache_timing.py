@@ -1,0 +1,138 @@
+"""When the warning band compresses: the conversation's cache state decides (``compress.timing``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from policies import Action
+from policies.actions.compress import compacted_size
+from policies.facts import CacheFacts, ModelFacts
+
+from .factories import MODELS, make_engine, make_facts, make_section
+
+C, R, F = Action.COMPRESS, Action.RETRIEVE, Action.FORWARD
+CODEX = "You are performing a CONTEXT CHECKPOINT COMPACTION. Create a handoff summary for another model."
+
+
+def decide(tokens: int, *, cache: CacheFacts | None, timing: str = "deferred", **facts: Any) -> Any:
+    engine = make_engine(make_section(default={"name": "default", "compress": {"timing": timing}}))
+    return engine.decide(make_facts(prompt_tokens=tokens, cache=cache, **facts))
+
+
+WARM = CacheFacts(warm=True, cached_tokens=250_000, growth_tokens=5_000)
+
+
+def test_a_warm_conversation_in_the_band_is_forwarded_and_its_summary_is_not_yet_prepared() -> None:
+    decision = decide(255_000, cache=WARM)
+    assert (decision.action, decision.transforms, decision.precompress) == (F, (), False)
+    assert decision.reason is not None and decision.reason.startswith("deferred: cache warm")
+    assert any("warning line" in warning for warning in decision.warnings)
+
+
+@pytest.mark.parametrize("growth", [20_000, None])
+def test_the_summary_is_prepared_from_when_the_next_turn_would_cross(growth: int | None) -> None:
+    cache = CacheFacts(warm=True, cached_tokens=250_000, growth_tokens=growth)
+    decision = decide(260_000, cache=cache)
+    assert (decision.action, decision.precompress) == (F, True)
+    assert "summary prepared for the crossing" in (decision.reason or "")
+
+
+@pytest.mark.parametrize(
+    ("cache", "reason"),
+    [
+        (CacheFacts(warm=False, growth_tokens=5_000), "cache has gone cold"),
+        (None, "no warm cache known"),
+        (CacheFacts(warm=True, compacted=True), "compacted prefix is reused"),
+    ],
+)
+def test_a_cold_unknown_or_compacted_conversation_is_compressed_now(
+    cache: CacheFacts | None, reason: str
+) -> None:
+    decision = decide(255_000, cache=cache)
+    assert (decision.action, decision.transforms) == (C, (C,))
+    assert reason in (decision.reason or "")
+
+
+def test_eager_timing_compresses_a_warm_conversation_as_before() -> None:
+    decision = decide(255_000, cache=WARM, timing="eager")
+    assert (decision.action, decision.transforms, decision.reason) == (C, (C,), None)
+
+
+def test_a_clients_own_compaction_is_forwarded_under_the_cliff_even_when_cold() -> None:
+    decision = decide(265_000, cache=None, latest_instruction=CODEX)
+    assert (decision.action, decision.transforms) == (F, ())
+    assert "client compaction" in (decision.reason or "")
+
+
+def test_a_clients_own_compaction_over_the_cliff_is_summarised_never_excerpted() -> None:
+    decision = decide(300_000, cache=WARM, latest_instruction=CODEX, history_share=0.1)
+    assert (decision.action, decision.transforms) == (C, (C,))
+
+
+def test_a_compacted_conversation_over_the_cliff_compresses_first_whatever_its_history_share() -> None:
+    compacted = CacheFacts(warm=True, compacted=True)
+    decision = decide(300_000, cache=compacted, history_share=0.1)
+    assert decision.transforms == (C, R)
+    document = decide(300_000, cache=None, history_share=0.1)
+    assert document.transforms == (R,)
+
+
+def test_the_cache_never_sends_a_request_over_the_cliff() -> None:
+    decision = decide(280_000, cache=WARM)
+    assert decision.transforms and not decision.above_cliff
+
+
+PRICED = {
+    **MODELS,
+    "gpt-5.4": ModelFacts(
+        context_window=1_050_000, tier_threshold=272_000, input_price=2.5, cached_input_price=0.25
+    ),
+    "gpt-5.4-mini": ModelFacts(context_window=400_000, input_price=0.25, cached_input_price=0.025),
+}
+
+
+def priced(tokens: int, cache: CacheFacts, **compress: Any) -> Any:
+    section = make_section(
+        default={"name": "default", "compress": {"cheap_model": "gpt-5.4-mini", **compress}}
+    )
+    return make_engine(section, models=PRICED).decide(make_facts(prompt_tokens=tokens, cache=cache))
+
+
+@pytest.mark.parametrize(
+    ("cache", "compress", "action"),
+    [
+        # 29K uncached (+ the cheap model reading 254K) against 10K new + 244K cached: compressing pays
+        (CacheFacts(warm=True, cached_tokens=244_000, growth_tokens=9_500), {}, C),
+        # a large compaction costs more than the warm prompt, and the next turn stays in the band
+        (
+            CacheFacts(warm=True, cached_tokens=244_000, growth_tokens=9_500),
+            {"keep_recent_tokens": 70_000},
+            F,
+        ),
+        # the same when nearly all of it is cached and nothing is left of the band to save on
+        (
+            CacheFacts(warm=True, cached_tokens=253_900, growth_tokens=30_000),
+            {"keep_recent_tokens": 70_000},
+            F,
+        ),
+    ],
+)
+def test_a_warm_conversation_is_compressed_in_the_band_only_when_it_pays(
+    cache: CacheFacts, compress: dict[str, Any], action: Action
+) -> None:
+    decision = priced(254_000, cache, **compress)
+    assert decision.action is action
+    if action is C:
+        assert (decision.reason or "").startswith("compressed: it pays now (forward $0.08")
+    else:
+        assert (decision.reason or "").startswith("deferred: cache warm")
+
+
+def test_compacted_size_is_the_aim_pins_recall_and_a_summary_within_the_target() -> None:
+    section = make_section(default={"name": "default"})
+    settings = make_engine(section).decide(make_facts(prompt_tokens=1)).compress
+    assert compacted_size(settings) == 15_000 + 8_000 + 2_000 + 4_000
+    big = make_engine(make_section(default={"name": "default", "compress": {"keep_recent_tokens": 74_000}}))
+    assert compacted_size(big.decide(make_facts(prompt_tokens=1)).compress) == 75_000
