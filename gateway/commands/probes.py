@@ -1,5 +1,9 @@
 """``gateway probes report`` (the behaviour map of a model) and ``gateway probe run`` (needle probes).
 
+``gateway probe run`` exits 1 when the upstream is not answering the probe: no probe was answered, or none
+at the shortest length probed was, or none there recalled the needle (0% recall at the shortest length is
+not "recall held", it is a probe the model never answered).
+
 Both read or write the gateway's Redis: ``--redis-url``, else ``GATEWAY_REDIS_URL``, else the unix socket
 of the embedded server in the data directory (``<GATEWAY_DATA_DIR>/redis/redis.sock``). Buckets and
 boundary settings come from the ``sampling:`` section of ``--config`` (default ``GATEWAY_CONFIG``) when
@@ -33,6 +37,7 @@ from gateway.sampling.recall import recall_grid
 from gateway.sampling.routes import read_report
 from gateway.sampling.since import parse_since
 from gateway.sampling.table import render_recall, render_report
+from gateway.sampling.verdict import RecallVerdict, recall_verdict
 from gateway.settings import Settings
 
 
@@ -175,8 +180,8 @@ async def _probe(args: argparse.Namespace, settings: Settings) -> int:
             )
         finally:
             await client_redis.aclose()
-    _print_results(results, args, config, exact=getattr(tokenizer, "exact", False))
-    return 0 if any(result.answered for result in results) else 1
+    verdict = _print_results(results, args, config, exact=getattr(tokenizer, "exact", False))
+    return 0 if verdict.answering else 1
 
 
 def _progress() -> Progress:
@@ -198,20 +203,26 @@ def _progress() -> Progress:
 
 def _print_results(
     results: list[ProbeResult], args: argparse.Namespace, config: SamplingConfig, *, exact: bool
-) -> None:
+) -> RecallVerdict:
+    """Print the recall grid and the boundary, or why there is none; the verdict decides the exit status."""
     grid = recall_grid(results)
     boundary = length_boundary(grid, config.boundary)
     failed = [result for result in results if not result.answered]
+    shortest = min((result.length for result in results), default=None)
+    verdict = recall_verdict(grid, config.boundary, shortest=shortest)
+    summary = boundary.describe() if boundary is not None and verdict.answering else verdict.describe()
     if args.json:
         body = {
             "model": args.model,
             "recall": recall_document(grid),
             "failed": len(failed),
             "boundary": probe_boundary_document(boundary),
+            "answering": verdict.answering,
+            "verdict": summary,
             "tokens": "exact" if exact else "approximate",
         }  # fmt: skip
         sys.stdout.write(orjson.dumps(body, option=orjson.OPT_INDENT_2).decode() + "\n")
-        return
+        return verdict
     print(f"needle recall of {args.model} by length x depth ({'exact' if exact else 'approximate'} tokens)")
     if grid.empty:
         print("no probe was answered")
@@ -220,7 +231,8 @@ def _print_results(
     if failed:
         errors = sorted({result.error or f"HTTP {result.status}" for result in failed})
         print(f"{len(failed)} probe(s) failed and are not scored: {', '.join(errors)}")
-    if boundary is None:
-        print("boundary: none found (recall held across the probed lengths)")
-    else:
-        print(f"boundary: {boundary.describe()}")
+    print(f"boundary: {summary}")
+    if not verdict.answering and not grid.empty:
+        print("check that the model answers at all: an empty answer (a --max-tokens too small for a reasoning"
+              " model, a content filter) or another model behind the name recalls nothing")  # fmt: skip
+    return verdict

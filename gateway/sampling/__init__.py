@@ -15,9 +15,13 @@ Modules, one concept each:
 - ``recall``      probe recall tallies and the length x depth grid
 - ``boundary``    the effective-context boundary: the first bucket where a signal degrades, and the
                   first probed length whose recall falls
-- ``report``      ``build_report``: the behaviour map per bucket, with the worst-experience cell
+- ``report``      ``build_report``: the behaviour map per bucket (by the tokens the model received), with
+                  the size received, the action mix and the worst-experience cell
 - ``document``    the report as JSON data
+- ``verdict``     why there is no boundary: too few samples to look, none found, an upstream not answering
 - ``table``       the report as terminal text
+- ``shading``     the heatmap's colour scale: each row against the model's own range
+- ``rows``        the heatmap's rows: value, count, display, direction and trust of each signal percentile
 - ``html``        the report as one self-contained HTML file
 - ``since``       the start of a report's window (``7d``, ``24h``, an ISO date)
 - ``routes``      ``GET /admin/probes/report``

@@ -47,6 +47,16 @@ def tokens_label(tokens: int) -> str:
     return str(tokens)
 
 
+def size_label(tokens: float) -> str:
+    """About that many tokens, to three significant figures (``179K``, ``4.14K``, ``1.23M``): for means
+    and medians, where ``tokens_label``'s exact form (``179.0K``) would claim a precision they lack."""
+    if tokens >= 999_500:
+        return f"{tokens / 1_000_000:.3g}M"
+    if tokens >= 999.5:
+        return f"{tokens / 1_000:.3g}K"
+    return f"{tokens:.0f}"
+
+
 def parse_tokens(text: str) -> int:
     """``8k`` -> 8000, ``1.5M`` -> 1500000, ``256000`` -> 256000."""
     value = text.strip().lower().replace("_", "")

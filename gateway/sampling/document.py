@@ -1,4 +1,10 @@
-"""The behaviour report as JSON data (for ``GET /admin/probes/report`` and ``--json``)."""
+"""The behaviour report as JSON data (for ``GET /admin/probes/report`` and ``--json``).
+
+Buckets are by the tokens the model received (``bucketed_by``); each says whether it has
+``min_count`` samples (``enough_samples``: below it, the bucket is shown but not compared), the size
+received (``received_tokens``), its action mix, and the side calls' seconds apart from the main call's
+``latency_s``. ``boundary_note`` says why there is no boundary: too few samples to look, or none found.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from gateway.sampling.boundary import Boundary, Degradation, LengthBoundary
 from gateway.sampling.percentiles import Spread
 from gateway.sampling.recall import RecallGrid, Tally
 from gateway.sampling.report import BehaviourReport, BucketStats, WorstCell
+from gateway.sampling.verdict import boundary_note
 
 
 def iso(epoch_seconds: float) -> str:
@@ -25,8 +32,11 @@ def report_document(report: BehaviourReport) -> dict[str, Any]:
         "samples": report.samples,
         "oldest_sample": iso(report.oldest) if report.oldest is not None else None,
         "unknown_length": report.unknown_length,
+        "bucketed_by": "forwarded_tokens",
+        "min_count": report.boundary_config.min_count,
         "buckets": [bucket_document(stats) for stats in report.buckets],
         "boundary": boundary_document(report.boundary),
+        "boundary_note": boundary_note(report),
         "degradations": [degradation_document(found) for found in report.degradations],
         "probe_recall": recall_document(report.recall),
         "probe_boundary": probe_boundary_document(report.probe_boundary),
@@ -52,8 +62,12 @@ def bucket_document(stats: BucketStats) -> dict[str, Any]:
         "min_tokens": bucket.low,
         "max_tokens": bucket.high,
         "count": stats.count,
+        "enough_samples": stats.enough_samples,
         "probe_samples": stats.probe_samples,
+        "received_tokens": _received(stats),
+        "actions": stats.actions,
         "latency_s": _spread(stats.latency),
+        "side_seconds_s": _spread(stats.side_seconds),
         "ttft_s": _spread(stats.ttft),
         "ttft_per_1k_s": _spread(stats.ttft_per_1k),
         "output_tokens": _spread(stats.output_tokens),
@@ -106,6 +120,20 @@ def recall_document(grid: RecallGrid) -> dict[str, Any]:
 
 def _spread(found: Spread | None) -> dict[str, float | int] | None:
     return found.as_dict() if found is not None else None
+
+
+def _received(stats: BucketStats) -> dict[str, float | int] | None:
+    """The prompt tokens the gateway received, whole tokens: the mean beside the spread."""
+    if stats.received_tokens is None or stats.received_mean is None:
+        return None
+    found = stats.received_tokens
+    return {
+        "count": found.count,
+        "mean": round(stats.received_mean),
+        "p10": round(found.p10),
+        "p50": round(found.p50),
+        "p90": round(found.p90),
+    }
 
 
 def _tally(tally: Tally) -> dict[str, Any]:

@@ -1,10 +1,14 @@
 """The behaviour map: per context-length bucket, distributions (never only an average) of the signals.
 
-``build_report(signals, probes, config=…)`` is pure: the caller reads Redis. For each bucket it gives the
-count, p10/p50/p90 of latency, time to first token (and per 1K input tokens), output tokens and tokens
-per second, the finish-reason mix, the error rate, the share of ``length`` or empty finishes, probe
-recall, and the worst-experience cell: the p10 of the quality signals among the slowest decile. The
-effective-context boundary is found by ``gateway.sampling.boundary``.
+``build_report(signals, probes, config=…)`` is pure: the caller reads Redis. A sample's bucket is the
+tokens the model received (``Signal.context_tokens``: forwarded, else the prompt's), since that is what its
+behaviour depends on; the size the gateway received from the client (the prompt tokens) is shown beside
+it, with the action mix, so a bucket of compressed requests says so. For each bucket it gives the count
+(and whether it reaches ``boundary.min_count``, below which it is shown but not compared), p10/p50/p90 of
+latency (the main call's), the side calls' time, time to first token (and per 1K input tokens), output
+tokens and tokens per second, the finish-reason mix, the error rate, the share of ``length`` or empty
+finishes, probe recall, and the worst-experience cell: the p10 of the quality signals among the slowest
+decile. The effective-context boundary is found by ``gateway.sampling.boundary``.
 """
 
 from __future__ import annotations
@@ -42,12 +46,23 @@ class WorstCell:
 @dataclass(frozen=True, slots=True)
 class BucketStats:
     bucket: Bucket
+    """By the tokens the model received (forwarded, else the prompt's)."""
     count: int
+    enough_samples: bool = False
+    """``count`` reaches ``boundary.min_count``: the bucket's signals can be compared (and trusted)."""
     probe_samples: int = 0
+    received_tokens: Spread | None = None
+    """The prompt tokens the gateway received, before any compression."""
+    received_mean: float | None = None
+    actions: dict[str, int] = field(default_factory=dict)
+    """Counts by action (``forward``, ``compress``, ``retrieve``, …), the most common first."""
     latency: Spread | None = None
+    """The main call's (``Signal.latency``)."""
+    side_seconds: Spread | None = None
+    """Among the requests that made side calls (summary, embeddings): their time, apart from latency."""
     ttft: Spread | None = None
     ttft_per_1k: Spread | None = None
-    """Seconds to the first token per 1,000 prompt tokens."""
+    """Seconds to the first token per 1,000 tokens the model received (forwarded, else prompt)."""
     output_tokens: Spread | None = None
     tokens_per_second: Spread | None = None
     logprob_mean: Spread | None = None
@@ -120,7 +135,9 @@ def build_report(
         index = bucket_index(result.prompt_tokens, edges)
         probe_tallies[index] = probe_tallies[index].add(result.recalled)
     stats = tuple(
-        bucket_stats(bucket, grouped[bucket.index], probe_tallies[bucket.index])
+        bucket_stats(
+            bucket, grouped[bucket.index], probe_tallies[bucket.index], min_count=config.boundary.min_count
+        )
         for bucket in buckets
         if bucket.high is not None or grouped[bucket.index] or probe_tallies[bucket.index].total
     )
@@ -141,17 +158,31 @@ def build_report(
     )
 
 
-def bucket_stats(bucket: Bucket, signals: Sequence[Signal], probes: Tally | None = None) -> BucketStats:
+def bucket_stats(
+    bucket: Bucket,
+    signals: Sequence[Signal],
+    probes: Tally | None = None,
+    *,
+    min_count: int | None = None,
+) -> BucketStats:
+    """``min_count``: the samples a bucket needs to be compared (default: ``BoundaryConfig``'s)."""
+    needed = min_count if min_count is not None else BoundaryConfig().min_count
     probes = probes if probes is not None else Tally()
     if not signals:
         return BucketStats(bucket=bucket, count=0, probes=probes)
     answered = [signal for signal in signals if not signal.failed]
     finishes = Counter(signal.finish_reason or "none" for signal in answered)
+    received = [float(signal.prompt_tokens) for signal in signals if signal.prompt_tokens is not None]
     return BucketStats(
         bucket=bucket,
         count=len(signals),
+        enough_samples=len(signals) >= needed,
         probe_samples=sum(1 for signal in signals if signal.probe),
+        received_tokens=spread(received),
+        received_mean=sum(received) / len(received) if received else None,
+        actions=dict(Counter(signal.action for signal in signals).most_common()),
         latency=spread(signal.latency for signal in signals),
+        side_seconds=spread(signal.side_seconds for signal in signals),
         ttft=spread(signal.ttft for signal in signals),
         ttft_per_1k=spread(_per_1k(signal) for signal in signals),
         output_tokens=spread(_float(signal.output_tokens) for signal in answered),

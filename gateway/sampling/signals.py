@@ -7,6 +7,11 @@ completion's length in characters), still no text.
 Only chat requests that reached a model are signals: requests the gateway refused itself (bad key, bad
 body, budget) say nothing about a model's behaviour. Upstream failures (``upstream_*`` error types)
 are kept: they make the error rate.
+
+``latency`` is the model's: the upstream call that answered. The side calls a compressed request made
+first (the summary, the embeddings) are ``side_seconds``, apart: a request that waited 5 s for its summary
+and 2 s for its answer says the model took 2 s, not 7. Layout 1 entries (no ``side_seconds``) were written
+when ``latency`` was the request's whole time; they still read, with ``side_seconds`` None.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from dataclasses import MISSING, dataclass, fields
 
 import orjson
 
-from gateway.record import RequestRecord
+from gateway.record import TIMEOUT, RequestRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +40,8 @@ class Signal:
     status: int
     error_type: str | None
     latency: float | None
-    """Seconds from the request's arrival to the end of its response."""
+    """Seconds of the upstream call that answered, to the end of its response (a stream's last chunk);
+    without one (an upstream failure), the request's time less its side calls."""
     ttft: float | None
     """Seconds to the first token (streams)."""
     output_tokens: int | None
@@ -47,6 +53,8 @@ class Signal:
     probe: bool = False
     output_chars: int | None = None
     """Only for tenants opted in to redacted capture."""
+    side_seconds: float | None = None
+    """Seconds of the side calls (summary, embeddings) made for the request; None when it made none."""
 
     @property
     def failed(self) -> bool:
@@ -54,7 +62,9 @@ class Signal:
 
     @property
     def context_tokens(self) -> int | None:
-        return self.prompt_tokens if self.prompt_tokens is not None else self.forwarded_tokens
+        """The tokens the model received, which is what its behaviour depends on: the forwarded count (a
+        compressed request's rewritten prompt), else the prompt's when none was kept."""
+        return self.forwarded_tokens if self.forwarded_tokens is not None else self.prompt_tokens
 
     # --- the stream entry ------------------------------------------------------------------------
     # One field ``s``: the values as a JSON array in field order (``v`` is the layout's version). One
@@ -85,14 +95,15 @@ class Signal:
         return cls(*values)
 
 
-LAYOUT = "1"
+LAYOUT = "2"
+"""2: ``latency`` is the main call's and ``side_seconds`` follows ``output_chars``; 1: the request's."""
 _FIELD_NAMES = tuple(field.name for field in fields(Signal))
 _REQUIRED = sum(1 for field in fields(Signal) if field.default is MISSING)
 _N = type(None)
 _TYPES: tuple[tuple[type, ...], ...] = (
     (float, int), (str,), (str,), (str,), (int, _N), (str, _N), (str,), (int, _N), (bool,), (int,), (str, _N),
     (float, int, _N), (float, int, _N), (int, _N), (float, int, _N), (str, _N), (int,), (float, int, _N),
-    (float, int, _N), (bool,), (int, _N),
+    (float, int, _N), (bool,), (int, _N), (float, int, _N),
 )  # fmt: skip
 """The JSON types of each field, in field order (ints are accepted where floats are)."""
 
@@ -121,7 +132,7 @@ def signal_of(record: RequestRecord, *, capture: bool = False) -> Signal | None:
         stream=record.stream,
         status=record.status,
         error_type=record.error_type,
-        latency=record.total_seconds,
+        latency=main_call_seconds(record),
         ttft=record.first_token_seconds,
         output_tokens=output_tokens,
         tokens_per_second=tokens_per_second(record, output_tokens),
@@ -131,7 +142,26 @@ def signal_of(record: RequestRecord, *, capture: bool = False) -> Signal | None:
         logprob_min=record.logprob_min,
         probe=record.probe,
         output_chars=record.output_text_chars if capture else None,
+        side_seconds=side_seconds(record),
     )
+
+
+def main_call_seconds(record: RequestRecord) -> float | None:
+    """The upstream call that answered; when none did, the request's whole time less its side calls (the
+    attempts, retries and backoff it spent on the model), so a failure still has a latency."""
+    if record.upstream_seconds is not None:
+        return record.upstream_seconds
+    if record.total_seconds is None:
+        return None
+    return max(0.0, record.total_seconds - (side_seconds(record) or 0.0))
+
+
+def side_seconds(record: RequestRecord) -> float | None:
+    """Seconds of the calls made for the request besides its own (summary, embeddings). Timed-out
+    attempts of its own call are side calls in the ledger (the provider may bill them) but are the model's
+    time, so they are not counted here."""
+    calls = [call.seconds for call in record.side_calls if call.kind != TIMEOUT]
+    return sum(calls) if calls else None
 
 
 def tokens_per_second(record: RequestRecord, output_tokens: int | None) -> float | None:

@@ -1,19 +1,30 @@
-"""The behaviour report as aligned terminal text: distributions, quality, boundary, probe recall."""
+"""The behaviour report as aligned terminal text: distributions, quality, boundary, probe recall.
+
+Every cell carries the count behind it (``p10 / p50 / p90 (n)``, ``2.5% (1/40)``), and a bucket with
+fewer than ``boundary.min_count`` samples is marked ``(few)``: it is shown, but the boundary does not
+compare it, and neither should the reader.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.sampling.buckets import tokens_label
+from gateway.sampling.buckets import size_label, tokens_label
 from gateway.sampling.document import iso
 from gateway.sampling.percentiles import Spread
 from gateway.sampling.recall import RecallGrid
 from gateway.sampling.report import BehaviourReport, BucketStats
+from gateway.sampling.verdict import coverage, recall_verdict
 
-QUALITY_HEADER = (
-    "bucket", "errors", "length|empty", "finish reasons", "probe recall", "slowest 10%: n", ">= latency s",
-    "logprob p10", "output tok p10",
+DISTRIBUTION_HEADER = (
+    "bucket", "n", "received mean, p50", "latency s", "ttft s", "ttft ms/1K in", "output tok", "tok/s",
+    "side calls s",
 )  # fmt: skip
+QUALITY_HEADER = (
+    "bucket", "n", "actions", "errors", "length|empty", "finish reasons", "probe recall", "slowest 10%: n",
+    ">= latency s", "logprob p10", "output tok p10",
+)  # fmt: skip
+FEW = " (few)"
 
 
 def render_report(report: BehaviourReport) -> str:
@@ -21,28 +32,37 @@ def render_report(report: BehaviourReport) -> str:
         f"{report.model}: {report.samples:,} samples, {iso(report.since)} to {iso(report.until)}"
         + (f" ({report.unknown_length:,} without a prompt size)" if report.unknown_length else "")
         + (f"; oldest sample {iso(report.oldest)}" if report.oldest is not None else ""),
+        "buckets by the tokens the model received; received: the prompt as the client sent it; latency: the"
+        " main call, side calls (summary, embeddings) apart",
         "",
-        "distributions (p10 / p50 / p90)",
-        _table(
-            ["bucket", "n", "latency s", "ttft s", "ttft ms/1K in", "output tok", "tok/s"],
-            [_distribution_row(stats) for stats in report.buckets],
-        ),
+        "distributions (p10 / p50 / p90), each with its count in brackets",
+        _table(DISTRIBUTION_HEADER, [_distribution_row(stats) for stats in report.buckets]),
         "quality",
         _table(QUALITY_HEADER, [_quality_row(stats) for stats in report.buckets]),
     ]
-    boundary = report.boundary
-    if boundary is None:
-        lines.append("boundary: none found (no signal degraded between buckets with enough samples)")
-    else:
-        lines.append(f"boundary: {boundary.bucket.label} ({', '.join(boundary.signals)})")
-        lines.extend(f"  {degradation.describe()}" for degradation in boundary.degradations)
-    later = [found for found in report.degradations if boundary is None or found.bucket != boundary.bucket]
-    lines.extend(f"  also: {found.describe()}" for found in later)
+    if any(stats.count and not stats.enough_samples for stats in report.buckets):
+        lines.append(
+            f"(few): fewer than {report.boundary_config.min_count} samples (boundary.min_count): shown, "
+            "not compared"
+        )
+    lines += _boundary_lines(report)
     if not report.recall.empty:
         lines += ["", "needle probe recall (length x depth)", render_recall(report.recall)]
         found = report.probe_boundary
-        lines.append(f"probe boundary: {found.describe()}" if found else "probe boundary: none found")
+        verdict = recall_verdict(report.recall, report.boundary_config)
+        lines.append(f"probe boundary: {found.describe() if found else verdict.describe()}")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _boundary_lines(report: BehaviourReport) -> list[str]:
+    boundary = report.boundary
+    if boundary is None:
+        lines = [f"boundary: {coverage(report.buckets, report.boundary_config).describe()}"]
+    else:
+        lines = [f"boundary: {boundary.bucket.label} ({', '.join(boundary.signals)})"]
+        lines += [f"  {degradation.describe()}" for degradation in boundary.degradations]
+    later = [found for found in report.degradations if boundary is None or found.bucket != boundary.bucket]
+    return lines + [f"  also: {found.describe()}" for found in later]
 
 
 def render_recall(grid: RecallGrid) -> str:
@@ -61,23 +81,26 @@ def render_recall(grid: RecallGrid) -> str:
 def _distribution_row(stats: BucketStats) -> list[str]:
     return [
         stats.bucket.label,
-        f"{stats.count:,}",
+        _count(stats),
+        _received(stats),
         _spread(stats.latency),
         _spread(stats.ttft),
         _spread(stats.ttft_per_1k, scale=1000),
         _spread(stats.output_tokens),
         _spread(stats.tokens_per_second),
+        _spread(stats.side_seconds),
     ]
 
 
 def _quality_row(stats: BucketStats) -> list[str]:
     worst = stats.worst
-    mix = ", ".join(f"{reason} {count}" for reason, count in list(stats.finish_reasons.items())[:3])
     return [
         stats.bucket.label,
-        _share(stats.error_rate),
-        _share(stats.length_or_empty_share),
-        mix or "-",
+        _count(stats),
+        _mix(stats.actions),
+        _share(stats.errors, stats.count),
+        _share(stats.length_or_empty, stats.answered),
+        _mix(stats.finish_reasons),
         str(stats.probes),
         str(worst.count) if worst else "-",
         _number(worst.latency_from) if worst else "-",
@@ -86,10 +109,25 @@ def _quality_row(stats: BucketStats) -> list[str]:
     ]
 
 
+def _count(stats: BucketStats) -> str:
+    return f"{stats.count:,}" + (FEW if stats.count and not stats.enough_samples else "")
+
+
+def _received(stats: BucketStats) -> str:
+    if stats.received_tokens is None or stats.received_mean is None:
+        return "-"
+    return f"{size_label(stats.received_mean)}, {size_label(stats.received_tokens.p50)}"
+
+
+def _mix(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} {count}" for name, count in list(counts.items())[:3]) or "-"
+
+
 def _spread(found: Spread | None, *, scale: float = 1) -> str:
     if found is None:
         return "-"
-    return " / ".join(_number(value * scale) for value in (found.p10, found.p50, found.p90))
+    numbers = " / ".join(_number(value * scale) for value in (found.p10, found.p50, found.p90))
+    return f"{numbers} ({found.count})"
 
 
 def _number(value: float | None) -> str:
@@ -100,8 +138,8 @@ def _number(value: float | None) -> str:
     return f"{value:.3g}"
 
 
-def _share(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"
+def _share(part: int, whole: int) -> str:
+    return "-" if not whole else f"{part / whole:.1%} ({part}/{whole})"
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

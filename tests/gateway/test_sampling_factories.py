@@ -16,6 +16,10 @@ NOW = 1_790_000_000.0
 
 
 def make_signal(**overrides: Any) -> Signal:
+    """A forwarded stream of 1,000 tokens; ``prompt_tokens`` alone sets what was forwarded too (a request
+    forwarded unchanged sends the model what it received)."""
+    if "prompt_tokens" in overrides:
+        overrides.setdefault("forwarded_tokens", overrides["prompt_tokens"])
     signal = Signal(
         time=NOW,
         request_id="req_1",

@@ -6,8 +6,9 @@ from html.parser import HTMLParser
 import pytest
 
 from gateway.sampling.config import BoundaryConfig, SamplingConfig
-from gateway.sampling.html import COLUMNS, render_html, severity
+from gateway.sampling.html import COLUMNS, render_html
 from gateway.sampling.report import BehaviourReport, build_report
+from gateway.sampling.shading import severity
 from tests.gateway.test_sampling_factories import NOW, make_probe, planted_signals
 
 

@@ -53,7 +53,7 @@ def test_signal_of_a_stream_takes_every_signal() -> None:
     assert signal.model == "gpt-5.4" and signal.tenant == "acme" and signal.request_id == "req_abc"
     assert signal.prompt_tokens == 12_000 and signal.forwarded_tokens == 11_000
     assert signal.band == "below_warning" and signal.action == "compress" and signal.retries == 1
-    assert signal.latency == 4.1 and signal.ttft == 1.0 and signal.output_tokens == 300
+    assert signal.latency == 4.0 and signal.ttft == 1.0 and signal.output_tokens == 300  # the main call
     assert signal.tokens_per_second == pytest.approx(100.0)  # 300 tokens over 4.0 - 1.0 s
     assert signal.output_chars is None
 
