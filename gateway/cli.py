@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
 from gateway import __version__
 from gateway.commands import COMMANDS
+
+BROKEN_PIPE_STATUS = 128 + 13
+"""The status of a process that SIGPIPE ends (13 is SIGPIPE on every Unix), which is what a shell shows
+for ``grep … | head`` too; Python ignores SIGPIPE, so it has to be said."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,9 +27,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. A reader that stops early (``gateway … | head``) ends it quietly, for every
+    command at once: output nobody reads is not an error worth a traceback."""
     args = build_parser().parse_args(argv)
-    result: int = args.handler(args)
+    try:
+        result: int = args.handler(args)
+        sys.stdout.flush()  # inside the try: buffered output fails here, not at interpreter exit
+    except BrokenPipeError:
+        _discard_stdout()
+        return BROKEN_PIPE_STATUS
     return result
+
+
+def _discard_stdout() -> None:
+    """Point stdout at the null device, so that flushing what is still buffered at exit cannot raise
+    BrokenPipeError again (Python's recipe in the ``signal`` module's docs)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
 
 
 if __name__ == "__main__":

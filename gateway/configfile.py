@@ -1,15 +1,19 @@
-"""Loading the YAML config: ``${VAR}`` interpolation, validation, and errors that name file and line."""
+"""Loading the YAML config: ``${VAR}`` interpolation, validation, and errors that name file and line (and,
+for a field the schema does not know, the field that was probably meant)."""
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+import types
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from gateway.config import GatewayConfig, ReferenceProblems
 from gateway.runtime import build_engine
@@ -121,7 +125,8 @@ def parse_config(text: str, path: Path, env: Mapping[str, str] | None = None) ->
                 problems += [_problem(builder, root, loc, message) for loc, message in cause.problems]
                 continue
             loc = tuple(part for part in error["loc"] if not str(part).startswith("function-"))
-            problems.append(_problem(builder, root, loc, error["msg"]))
+            message = error["msg"] + (_did_you_mean(loc) if error["type"] == "extra_forbidden" else "")
+            problems.append(_problem(builder, root, loc, message))
         raise ConfigError(path, problems) from exc
     try:
         build_engine(config)
@@ -133,6 +138,52 @@ def parse_config(text: str, path: Path, env: Mapping[str, str] | None = None) ->
 def _problem(builder: _Builder, root: yaml.Node, loc: tuple[int | str, ...], message: str) -> str:
     field = ".".join(str(part) for part in loc) or "(top level)"
     return f"{builder.where(_node_at(root, loc))}: {field}: {message}"
+
+
+def _did_you_mean(loc: tuple[int | str, ...]) -> str:
+    """``; did you mean 'models'?`` for an unknown field ``loc[-1]`` close to one the schema allows where
+    it stands; pydantic's own message names no alternative, and a typo is the usual cause."""
+    fields = _fields_at(GatewayConfig, loc[:-1]) if loc else None
+    if fields is None:
+        return ""
+    matches = difflib.get_close_matches(str(loc[-1]), fields, n=1)
+    return f"; did you mean {matches[0]!r}?" if matches else ""
+
+
+def _fields_at(annotation: Any, loc: tuple[int | str, ...]) -> list[str] | None:
+    """The fields of the model found by following ``loc`` down from ``annotation`` (through model
+    fields, dict values, tuple and list items, and ``X | None``); None where it leads to no model."""
+    for part in loc:
+        annotation = _step(annotation, part)
+        if annotation is None:
+            return None
+    model = next((arm for arm in _arms(annotation) if _is_model(arm)), None)
+    return list(model.model_fields) if model is not None else None
+
+
+def _step(annotation: Any, part: int | str) -> Any:
+    """What ``part`` of a value of type ``annotation`` is typed as; None when the schema does not say."""
+    for arm in _arms(annotation):
+        if _is_model(arm):
+            field = arm.model_fields.get(str(part))
+            if field is not None:
+                return field.annotation
+        elif typing.get_origin(arm) is dict:
+            return typing.get_args(arm)[1]
+        elif typing.get_origin(arm) in (tuple, list) and isinstance(part, int):
+            return typing.get_args(arm)[0]
+    return None
+
+
+def _arms(annotation: Any) -> tuple[Any, ...]:
+    """The members of a union (``X | None``, ``Optional[X]``), or the annotation itself."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return typing.get_args(annotation)
+    return (annotation,)
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
 def load_config(path: Path, env: Mapping[str, str] | None = None) -> GatewayConfig:

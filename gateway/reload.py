@@ -12,6 +12,7 @@ import structlog
 
 from gateway.configfile import ConfigError, load_config
 from gateway.runtime import Runtime, build_runtime
+from gateway.startup import warnings_of
 from gateway.tokens.counter import TokenCounter
 
 log = structlog.get_logger("gateway.config")
@@ -59,6 +60,8 @@ class ConfigStore:
         self.reloads += 1
         self.last_error = None
         log.info("config_reloaded", path=str(self.path), models=len(runtime.routes))
+        for notice in warnings_of(runtime.config, self.path):
+            log.warning(notice.event, path=str(self.path), **notice.fields)
         return runtime
 
     def _next_runtime(self) -> Runtime:

@@ -8,6 +8,7 @@ from typing import Any
 
 from gateway.configfile import ConfigError, load_config
 from gateway.runtime import build_engine
+from gateway.startup import startup_notices
 from policies import describe
 
 
@@ -23,11 +24,17 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc)
         return 1
-    print(f"{args.file}: valid")
-    print(f"  providers: {', '.join(config.providers) or '-'}")
+    notices = startup_notices(config, args.file.read_text(encoding="utf-8"))
+    warnings = [notice.text for notice in notices if notice.level == "warning"]
+    count = f" ({len(warnings)} warning{'s' if len(warnings) != 1 else ''})" if warnings else ""
+    print(f"{args.file}: valid{count}")
+    for warning in warnings:
+        print(f"  warning: {warning}")
+    for name, provider in config.providers.items():
+        print(f"  provider {name}: {provider.base_url} (API key {'set' if provider.api_key else 'not set'})")
     for name, tenant in config.tenants.items():
         budget = " (budget)" if tenant.budget is not None else ""
-        print(f"  tenant {name}: {len(tenant.key_hashes())} key(s){budget}")
+        print(f"  tenant {name}: {len(tenant.key_hashes())} of {len(tenant.keys)} key(s) set{budget}")
     for name, model in config.models.items():
         fallbacks = f", fallbacks {', '.join(model.fallbacks)}" if model.fallbacks else ""
         tiers = ""

@@ -2,7 +2,13 @@
 project its cost at the normal price and at the price-cliff tier.
 
 FILE is a chat completions (or embeddings) request as JSON, ``-`` for stdin. The output tokens of the
-projection are the request's ``max_completion_tokens`` / ``max_tokens``, else 0.
+projection are the request's ``max_completion_tokens`` / ``max_tokens``, else 0. An embeddings request
+(a model of kind ``embedding``, or a body with ``input`` and no ``messages``) is counted by its input, and
+has no bands.
+
+The config is ``--config`` (which must load), else ``GATEWAY_CONFIG``; when that file is missing or does
+not load, the built-in defaults apply (a note on stderr says so): tokens are counted with the default
+encodings, without bands or prices.
 
 The bands are the policy engine's for that model (``gateway check-config`` lists them): by default the
 cliff is the model's first price tier line and the warning line 250/272 of it; a model without a tier has
@@ -19,8 +25,8 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from gateway.commands.store import CommandError, gateway_config
 from gateway.config import GatewayConfig, ModelConfig
-from gateway.configfile import ConfigError, load_config
 from gateway.money import usd
 from gateway.pricing import Cost, applicable_tier, price_at_tier
 from gateway.runtime import build_engine
@@ -37,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("file", help="a chat completions request as JSON, or - for stdin")
+    parser.add_argument("file", help="a chat completions or embeddings request as JSON, or - for stdin")
     parser.add_argument("--model", help="count for this model instead of the request's")
     parser.add_argument("--config", type=Path, help="the YAML config (default: GATEWAY_CONFIG)")
     parser.add_argument("--json", action="store_true", help="print JSON for machines")
@@ -55,13 +61,19 @@ class CountReport:
     model: str
     encoding: str
     approximate: bool
+    kind: str | None
+    """chat or embedding, as the config defines the model; None for a model the config does not define."""
+    request: str
+    """chat or embeddings: how the request was counted; an embeddings request's input tokens are in
+    ``messages``, as ``TokenCount`` keeps them."""
     messages: int
     tools: int
     images: int
     total: int
     output_tokens: int
     band: str | None
-    """below_warning, warning or over_cliff; None for a model the config does not define."""
+    """below_warning, warning or over_cliff; None for an embedding model (bands are for chat models) and
+    for a model the config does not define."""
     warning_line: int | None
     cliff: int | None
     normal: Projection | None
@@ -71,16 +83,29 @@ class CountReport:
     """Which of the two the request would actually be billed at: normal or cliff."""
 
 
+DEFAULTS = GatewayConfig(providers={}, models={})
+"""The built-in defaults without a config file: default counting, no models (so no bands or prices)."""
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         body = _read_request(args.file, sys.stdin.buffer)
-        config = load_config(args.config if args.config is not None else Settings().config)
-    except (OSError, ValueError) as exc:  # ConfigError and orjson.JSONDecodeError are ValueErrors
+    except (OSError, ValueError) as exc:  # orjson.JSONDecodeError is a ValueError
         print(f"gateway count: {exc}", file=sys.stderr)
-        return 1 if isinstance(exc, ConfigError) else 2
+        return 2
+    try:
+        config = gateway_config(args.config, Settings(), defaults="token counting (no bands or prices)")
+    except CommandError as exc:
+        print(f"gateway count: {exc}", file=sys.stderr)
+        return 1
+    config = config or DEFAULTS
     model = args.model or body.get("model")
     if not isinstance(model, str) or not model:
         print("gateway count: the request names no model; pass --model", file=sys.stderr)
+        return 2
+    problem = request_problem(model, body, config)
+    if problem is not None:
+        print(f"gateway count: {problem}", file=sys.stderr)
         return 2
     try:
         counter = TokenCounter.build(config.counting, config.models)
@@ -103,13 +128,24 @@ def _read_request(file: str, stdin: BinaryIO) -> dict[str, Any]:
     return body
 
 
+def request_problem(model: str, body: dict[str, Any], config: GatewayConfig) -> str | None:
+    """Why ``body`` cannot be counted for ``model``: a chat body sent to an embedding model would count
+    as an empty input, a silent 0 that looks like an answer."""
+    model_config = config.models.get(model)
+    if model_config is not None and model_config.kind == "embedding" and "input" not in body:
+        return (
+            f"{model} is an embedding model: its request has an input (a string, a list of strings or "
+            "token arrays), not messages"
+        )
+    return None
+
+
 def build_report(
     model: str, body: dict[str, Any], config: GatewayConfig, counter: TokenCounter
 ) -> CountReport:
     model_config = config.models.get(model)
-    embedding = (model_config is not None and model_config.kind == "embedding") or (
-        "input" in body and "messages" not in body
-    )
+    kind = model_config.kind if model_config is not None else None
+    embedding = kind == "embedding" or ("input" in body and "messages" not in body)
     count = counter.count_embeddings(model, body) if embedding else counter.count_chat(model, body)
     output_tokens = _output_tokens(body)
     bands = build_engine(config).bands.get(model)
@@ -118,6 +154,8 @@ def build_report(
         model=model,
         encoding=count.encoding,
         approximate=count.approximate,
+        kind=kind,
+        request="embeddings" if embedding else "chat",
         messages=count.messages,
         tools=count.tools,
         images=count.images,
@@ -160,20 +198,15 @@ def _projection(cost: Cost) -> Projection:
 
 def render(report: CountReport) -> str:
     approximate = "  (approximate)" if report.approximate else ""
+    part = "input     " if report.request == "embeddings" else "messages  "
     lines = [
         f"model      {report.model}  ({report.encoding}){approximate}",
-        f"messages   {report.messages:>12,}",
+        f"{part} {report.messages:>12,}",
         f"tools      {report.tools:>12,}",
         f"images     {report.images:>12,}",
         f"total      {report.total:>12,}",
+        _band_line(report),
     ]
-    if report.band is None:
-        lines.append("band       unknown: the model is not in the config")
-    else:
-        lines.append(
-            f"band       {report.band.replace('_', ' ')}  "
-            f"(warning line {report.warning_line:,}, cliff {report.cliff:,})"
-        )
     lines.append(f"output     {report.output_tokens:>12,}  (max_completion_tokens / max_tokens)")
     if report.normal is None:
         lines.append("cost       unknown: the model has no pricing")
@@ -183,3 +216,14 @@ def render(report: CountReport) -> str:
             lines.append(f"           ${report.at_cliff.usd} at the cliff tier")
         lines.append(f"           billed at the {report.billed_at} price")
     return "\n".join(lines) + "\n"
+
+
+def _band_line(report: CountReport) -> str:
+    if report.kind == "embedding":
+        return "band       none: an embedding model (bands and policies are for chat models)"
+    if report.band is None:
+        return "band       unknown: the model is not in the config"
+    return (
+        f"band       {report.band.replace('_', ' ')}  "
+        f"(warning line {report.warning_line:,}, cliff {report.cliff:,})"
+    )

@@ -23,13 +23,17 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import structlog
 import uvicorn
 from pydantic import ValidationError
 
+from gateway.config import GatewayConfig
 from gateway.configfile import ConfigError, load_config
+from gateway.logs import configure_logging
 from gateway.redisserver import EmbeddedRedis, embedded_redis_dir
 from gateway.server_protocol import GuardedHttpToolsProtocol
 from gateway.settings import Settings
+from gateway.startup import startup_notices
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 WORKER_HEALTHCHECK_SECONDS = 30
@@ -132,13 +136,15 @@ def run(args: argparse.Namespace) -> int:
     os.environ.pop(MULTIPROC_ENV, None)  # chosen below, once the data directory is known
     try:
         settings = Settings()
-        load_config(settings.config)
+        config = load_config(settings.config)
     except ValidationError as exc:
         print(f"gateway serve: {exc}")
         return 2
     except ConfigError as exc:
         print(exc)
         return 2
+    configure_logging(settings.log_level, settings.log_format)
+    announce(settings, config)
     os.environ[MULTIPROC_ENV] = str(fresh_metrics_dir(settings.data_dir))
     embedded = None
     # uvicorn re-raises the signal that stopped it once it has shut down; with these handlers that
@@ -173,6 +179,17 @@ def run(args: argparse.Namespace) -> int:
         if embedded is not None:
             embedded.stop()
     return 0
+
+
+def announce(settings: Settings, config: GatewayConfig) -> None:
+    """Once per start, before any worker: what the gateway will call, and tenants no key can reach."""
+    notices = startup_notices(config, settings.config.read_text(encoding="utf-8"))
+    for notice in notices:
+        prefix = "warning: " if notice.level == "warning" else ""
+        print(f"gateway: {prefix}{notice.text}", flush=True)
+    log = structlog.get_logger("gateway.startup")
+    for notice in notices:
+        (log.warning if notice.level == "warning" else log.info)(notice.event, **notice.fields)
 
 
 def fresh_metrics_dir(data_dir: Path) -> Path:

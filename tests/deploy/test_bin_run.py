@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,3 +70,27 @@ def test_bin_run_installs_again_when_the_venv_lost_the_gateway(tmp_path: Path) -
     (root / ".venv" / "bin" / "gateway").unlink()
     assert run(root) == "gateway serve --port 9000\n"
     assert setups(root) == 2
+
+
+def test_bin_run_exports_a_generated_tenant_key_for_any_config(tmp_path: Path) -> None:
+    root = checkout(tmp_path)
+    run(root)  # installs the stand-in
+    (root / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    gateway = root / ".venv" / "bin" / "gateway"
+    gateway.write_text('#!/usr/bin/env sh\necho "key=$DEFAULT_TENANT_KEY config=$GATEWAY_CONFIG"\n')
+    env = {k: v for k, v in os.environ.items() if k not in ("DEFAULT_TENANT_KEY", "GATEWAY_DATA_DIR")}
+    outputs = [
+        subprocess.run(
+            [str(root / "bin" / "run")],
+            env={**env, "GATEWAY_CONFIG": config},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for config in ("my-copy.yaml", "another.yaml")
+    ]
+    key = (root / ".gateway-data" / "default-tenant-key").read_text().strip()
+    assert key.startswith("sk-gw-")
+    for output, config in zip(outputs, ("my-copy.yaml", "another.yaml"), strict=True):
+        assert f"key={key} config={config}" in output  # one key, kept, whichever config is pointed at
+        assert "default-tenant-key" in output

@@ -82,6 +82,60 @@ def test_invalid_configs_say_where(text: str, expected: str) -> None:
     assert any(problem.startswith(expected) for problem in caught.value.problems), caught.value.problems
 
 
+MODEL_FIELD_TYPO = """\
+providers: {p: {base_url: http://x}}
+models:
+  m:
+    provider: p
+    max_output_token: 5
+"""
+RULE_FIELD_TYPO = """\
+providers: {}
+models: {}
+policies:
+  default: {}
+  rules:
+    - {name: r, match: {tenant: [t]}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "providers: {}\nmodles: {}\nmodels: {}\n",
+            "g.yaml:2: modles: Extra inputs are not permitted; did you mean 'models'?",
+        ),
+        (
+            MODEL_FIELD_TYPO,
+            "g.yaml:5: models.m.max_output_token: Extra inputs are not permitted; did you mean "
+            "'max_output_tokens'?",
+        ),
+        (
+            "providers:\n  p: {base_url: http://x, timeouts: {conect: 1}}\nmodels: {}\n",
+            "g.yaml:2: providers.p.timeouts.conect: Extra inputs are not permitted; did you mean 'connect'?",
+        ),
+        (
+            RULE_FIELD_TYPO,
+            "g.yaml:6: policies.rules.0.match.tenant: Extra inputs are not permitted; did you mean "
+            "'tenants'?",
+        ),
+        (
+            "providers: {}\nmodels: {}\npassthrough:\n  - {path: /x, method: [GET]}\n",
+            "g.yaml:4: passthrough.0.method: Extra inputs are not permitted; did you mean 'methods'?",
+        ),
+        (  # nothing close: no guess
+            "providers:\n  p: {base_url: http://x, colour: red}\nmodels: {}\n",
+            "g.yaml:2: providers.p.colour: Extra inputs are not permitted",
+        ),
+    ],
+)
+def test_unknown_fields_suggest_the_field_meant(text: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, Path("g.yaml"), {})
+    assert expected in caught.value.problems, caught.value.problems
+
+
 REFERENCES = """\
 providers:
   p: {base_url: http://up.test/v1}
@@ -262,6 +316,24 @@ def test_check_config_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     bad.write_text("providers: {}\nmodels:\n  m: {provider: p}\n")
     assert main(["check-config", str(bad)]) == 1
     assert "unknown provider 'p'" in capsys.readouterr().out
+
+
+def test_check_config_warns_of_a_tenant_whose_keys_resolve_to_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("COPIED_TENANT_KEY", raising=False)
+    config = make_config()
+    config["tenants"]["acme"]["keys"] = ["${COPIED_TENANT_KEY:-}"]
+    path = write_config(tmp_path / "copy.yaml", config)
+    assert main(["check-config", str(path)]) == 0  # valid, but nobody can use tenant acme
+    out = capsys.readouterr().out
+    assert f"{path}: valid (1 warning)" in out
+    assert (
+        "  warning: tenant acme has no usable key: its key is empty (COPIED_TENANT_KEY unset or empty); "
+        "its requests will get 401"
+    ) in out
+    assert "  tenant acme: 0 of 1 key(s) set" in out
+    assert "  provider mock: http://upstream.test/v1 (API key set)" in out
 
 
 def test_check_config_rejects_an_unknown_encoding(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

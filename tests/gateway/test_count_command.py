@@ -234,7 +234,7 @@ def test_count_report_over_the_cliff_is_billed_at_the_cliff(
 
 def test_count_report_unknown_model(config: GatewayConfig, counter: TokenCounter) -> None:
     report = count.build_report("llama-3", {"messages": [{"role": "user", "content": "hi"}]}, config, counter)
-    assert (report.band, report.normal, report.approximate) == (None, None, True)
+    assert (report.band, report.normal, report.approximate, report.kind) == (None, None, True, None)
     assert "band       unknown: the model is not in the config" in count.render(report)
 
 
@@ -253,3 +253,77 @@ def test_count_report_max_tokens_fallback(config: GatewayConfig, counter: TokenC
     assert report.normal is not None
     assert report.normal.nanos == 3 * 2_500 + 100 * 10_000
     assert Decimal(report.normal.usd) == Decimal("0.0010075")
+
+
+def test_count_command_outside_the_repository_uses_the_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No --config, no GATEWAY_CONFIG and no deploy/ here: counted with the built-in defaults."""
+    monkeypatch.chdir(tmp_path)
+    code = main(["count", str(request_file(tmp_path, REQUEST))])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "note: no config file at deploy/gateway.example.yaml" in captured.err
+    assert "using the default token counting" in captured.err
+    assert "model      gpt-5.4  (o200k_base)" in captured.out
+    assert "cost       unknown: the model has no pricing" in captured.out
+
+
+def test_count_command_with_a_gateway_config_that_does_not_load_uses_the_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("models: [")
+    monkeypatch.setenv("GATEWAY_CONFIG", str(bad))
+    assert main(["count", str(request_file(tmp_path, REQUEST))]) == 0
+    assert f"note: {bad} did not load; using the default token counting" in capsys.readouterr().err
+
+
+def test_count_command_with_a_missing_config_option_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing.yaml"
+    assert main(["count", str(request_file(tmp_path, REQUEST)), "--config", str(missing)]) == 1
+    assert f"no config file at {missing}" in capsys.readouterr().err
+
+
+def test_count_command_names_an_embedding_model_as_one(
+    tmp_path: Path, config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = {"model": "text-embedding-3-small", "input": ["hello world", "hello"]}
+    assert main(["count", str(request_file(tmp_path, body)), "--config", str(config_file)]) == 0
+    out = capsys.readouterr().out
+    assert "not in the config" not in out
+    assert "band       none: an embedding model" in out
+    assert f"input      {3:>12,}" in out
+    assert main(["count", str(request_file(tmp_path, body)), "--config", str(config_file), "--json"]) == 0
+    report = orjson.loads(capsys.readouterr().out)
+    assert (report["kind"], report["request"], report["total"], report["band"]) == (
+        "embedding",
+        "embeddings",
+        3,
+        None,
+    )
+
+
+def test_count_command_explains_messages_sent_to_an_embedding_model(
+    tmp_path: Path, config_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = {**REQUEST, "model": "text-embedding-3-small"}
+    assert main(["count", str(request_file(tmp_path, body)), "--config", str(config_file)]) == 2
+    assert "text-embedding-3-small is an embedding model" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("body", "total"),
+    [
+        ({"input": "hello world"}, 2),
+        ({"input": [[1, 2, 3], [4]]}, 4),  # token arrays count as themselves
+    ],
+)
+def test_count_report_embeddings_input_forms(
+    config: GatewayConfig, counter: TokenCounter, body: dict[str, Any], total: int
+) -> None:
+    report = count.build_report("text-embedding-3-small", body, config, counter)
+    assert (report.kind, report.request, report.total) == ("embedding", "embeddings", total)
+    assert "band       none: an embedding model" in count.render(report)

@@ -115,7 +115,19 @@ def test_costs_reads_the_embedded_server_socket(tmp_path: Path) -> None:
 
 def test_costs_reports_an_unreachable_redis(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["costs", "export", "--redis-url", f"redis://127.0.0.1:{free_port()}/0"]) == 1
-    assert "cannot read the ledger" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("gateway costs: cannot reach the gateway's Redis: ")
+    assert all(way in err for way in ("--redis-url", "GATEWAY_REDIS_URL", "$GATEWAY_DATA_DIR/redis/"))
+
+
+def test_costs_export_to_an_unwritable_file_names_the_file_not_redis(
+    redis_url: str, prefix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "no-such-directory" / "out.csv"
+    argv = ["costs", "export", "--redis-url", redis_url, "--key-prefix", prefix, "-o", str(out)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert str(out) in err and "ledger" not in err and "Redis" not in err
 
 
 def test_costs_rejects_a_bad_period(redis_url: str, capsys: pytest.CaptureFixture[str]) -> None:
