@@ -119,6 +119,8 @@ class ServiceUnavailable(GatewayError):
 class UpstreamError(GatewayError):
     status_code = 502
     error_type = "upstream_error"
+    attempts = 0
+    """The upstream attempts made before this error (set where they were counted)."""
 
 
 class UpstreamRejected(UpstreamError):
@@ -147,7 +149,8 @@ class UpstreamInvalidAnswer(UpstreamError):
 
 class UpstreamExhausted(UpstreamError):
     """Every attempt on every candidate failed. The last upstream answer, if any, is passed through.
-    ``timed_out``: the attempts among them that timed out (``gateway.upstream.TimedOut``)."""
+    ``timed_out``: the attempts among them that timed out (``gateway.upstream.TimedOut``); ``attempts``:
+    how many were made; ``failures``: why each failed (``gateway.upstream_failures.AttemptFailure``)."""
 
     def __init__(
         self,
@@ -156,11 +159,15 @@ class UpstreamExhausted(UpstreamError):
         last: UpstreamRejected | None,
         *,
         timed_out: Sequence[object] = (),
+        attempts: int = 0,
+        failures: Sequence[object] = (),
     ) -> None:
         super().__init__(message, code="upstream_unavailable")
         self.causes = tuple(causes)
         self.last = last
         self.timed_out = tuple(timed_out)
+        self.attempts = attempts
+        self.failures = tuple(failures)
         if last is not None:
             self.status_code = last.status_code
 

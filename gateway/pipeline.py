@@ -29,13 +29,19 @@ from gateway.conversations.pricing import counterfactual_of, look_up
 from gateway.conversations.recorder import remember_state
 from gateway.conversations.store import ConversationStore
 from gateway.conversations.trace import ConversationTrace, trace_of
-from gateway.errors import ClientClosedRequest, GatewayError
+from gateway.errors import (
+    ClientClosedRequest,
+    GatewayError,
+    UpstreamError,
+    UpstreamExhausted,
+    UpstreamInvalidAnswer,
+)
 from gateway.ledger import Budgets
 from gateway.metering import max_cost_nanos
 from gateway.money import nanos_from_usd
 from gateway.passthrough import passthrough_grant, passthrough_route
 from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat, planned_body, with_model
-from gateway.record import TIMEOUT, Observer, RequestRecord, SideCall, notify, notify_soon
+from gateway.record import NO_ACTION, TIMEOUT, Observer, RequestRecord, SideCall, notify, notify_soon
 from gateway.reload import ConfigStore
 from gateway.responses import reply as responses_reply
 from gateway.responses.calls import with_query
@@ -132,7 +138,7 @@ class Pipeline:
             body = bodies.parse_object(raw)
             record.requested_model = model = bodies.check_chat(body)
             record.stream = body.get("stream") is True
-            runtime.candidates(model)  # 404 for an unknown model before any counting
+            runtime.serving(model, "chat")  # 404 for an unknown model, 400 for an embedding one: no counting
             plan = await self.plan(runtime, request, record, hold, body, len(raw))
             add_usage = record.stream and not _include_usage(body)
             exchange = await send(
@@ -163,7 +169,7 @@ class Pipeline:
             body = bodies.parse_object(raw)
             record.requested_model = model = check_responses(body)
             record.stream = body.get("stream") is True
-            candidates = runtime.candidates(model)
+            candidates = runtime.serving(model, "chat")
             previous = body.get("previous_response_id")
             remembered = await check_references(self.memory, runtime, tenant.name, body)
             stored = stored_history(previous, remembered)
@@ -243,6 +249,12 @@ class Pipeline:
                 lambda: ceiling_nanos(runtime, model, decision, tokens, caps),
             )
 
+        def rejected(plan: Plan) -> None:
+            self.note_plan(record, plan)
+            assert plan.decision is not None
+            received = plan.received_tokens
+            record.prompt_tokens = received if received is not None else plan.decision.tokens
+
         plan = await plan_chat(
             runtime,
             tenant=record.tenant.name,
@@ -256,6 +268,7 @@ class Pipeline:
             stored=stored,
             confirm=confirm,
             conversation=conversation,
+            rejected=rejected,
         )
         self.note_plan(record, plan)
         record.confirmed_tokens = plan.confirmed_tokens
@@ -296,7 +309,7 @@ class Pipeline:
             raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
             body = bodies.parse_object(raw)
             record.requested_model = model = bodies.check_embeddings(body)
-            candidates = runtime.candidates(model)
+            candidates = runtime.serving(model, "embedding")
             await hold.take(
                 runtime,
                 record,
@@ -426,6 +439,7 @@ class Pipeline:
         if metered:
             record.called_model = exchange.route.public_model
         record.provider = exchange.route.provider_name
+        record.attempts = exchange.attempts
         record.retries = exchange.attempts - 1
         record.status = exchange.response.status_code
         note_timeouts(record, exchange.timed_out)
@@ -443,11 +457,15 @@ class Pipeline:
             raise
 
     def fail(self, record: RequestRecord, exc: Exception) -> None:
+        if record.policy is None and record.attempts == 0 and not isinstance(exc, UpstreamError):
+            record.action = NO_ACTION  # failed before anything was decided or sent
         if isinstance(exc, GatewayError):
             record.status = exc.status_code
             record.error_type = exc.code or exc.error_type
             record.client_disconnected = isinstance(exc, ClientClosedRequest)
             note_timeouts(record, getattr(exc, "timed_out", ()))
+            if isinstance(exc, UpstreamError):
+                note_upstream_failure(record, exc)
         else:
             record.status = 500
             record.error_type = "internal_error"
@@ -507,6 +525,15 @@ def tracked(runtime: Runtime, model: str, plan: Plan) -> bool:
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def note_upstream_failure(record: RequestRecord, exc: UpstreamError) -> None:
+    """The attempts a failed upstream call made and, when all failed, why each did."""
+    if exc.attempts:
+        record.attempts = exc.attempts
+        record.retries = exc.attempts - 1
+    if isinstance(exc, UpstreamExhausted | UpstreamInvalidAnswer):
+        record.error_detail = exc.message
 
 
 def note_timeouts(record: RequestRecord, timed_out: Iterable[object]) -> None:

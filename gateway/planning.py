@@ -152,6 +152,7 @@ async def plan_chat(
     stored: StoredHistory | None = None,
     confirm: Callable[[], Awaitable[int | None]] | None = None,
     conversation: Callable[[TokenCount], Awaitable[CacheFacts | None]] | None = None,
+    rejected: Callable[[Plan], None] | None = None,
 ) -> Plan:
     """Count, decide, admit (``admit(tokens, decision)``: the budget hold, before any upstream call),
     transform.
@@ -162,7 +163,8 @@ async def plan_chat(
     provider's count of the whole prompt (stored history included), asked for when the count is near a
     line (the policy's ``confirm_within_tokens``) or the stored history is unknown, and decided on.
     ``conversation``: the cache state of the request's conversation, asked for a request counted at or
-    above the warning line (the engine decides the warning band with it).
+    above the warning line (the engine decides the warning band with it). ``rejected``: told of the plan
+    (its decision a rejection, its prompt counted) before the rejection is raised as the error to answer.
     """
     engine, counter = runtime.engine, runtime.counter
     bands = engine.bands.get(model)
@@ -213,8 +215,7 @@ async def plan_chat(
     if stored is not None:
         decision = _without_transforms(engine, decision, facts, stored)
     if decision.rejection is not None:
-        plan.decision = decision
-        raise _rejection_error(decision)
+        raise _rejecting(plan, decision, rejected)
     await admit(facts.prompt_tokens, decision)
     messages: list[Any] = front.messages(body) if decision.transforms else []
     rebuilt: dict[str, Any] = body
@@ -230,9 +231,9 @@ async def plan_chat(
         counted = await _count_async(runtime, front, model, rebuilt, body_len)  # off the loop when large
         plan.sent_count = counted
         decision = engine.after_transform(decision, facts, counted.total)
-    plan.decision = decision
     if decision.rejection is not None:
-        raise _rejection_error(decision)
+        raise _rejecting(plan, decision, rejected)
+    plan.decision = decision
     if plan.changed:
         plan.body = rebuilt
     if stored is not None:
@@ -300,6 +301,13 @@ def _history_share(count: TokenCount | None) -> float:
     if count is None or not count.per_message or count.total <= 0:
         return 0.0
     return max(0.0, 1.0 - max(count.per_message) / count.total)
+
+
+def _rejecting(plan: Plan, decision: Decision, rejected: Callable[[Plan], None] | None) -> GatewayError:
+    plan.decision = decision
+    if rejected is not None:
+        rejected(plan)
+    return _rejection_error(decision)
 
 
 def _rejection_error(decision: Decision) -> GatewayError:

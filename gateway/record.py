@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger("gateway.observers")
 
 
+NO_ACTION = "none"
+"""The action of a request that failed before anything was decided for it or sent upstream."""
 TIMEOUT = "timeout"
 """The kind of a side call that stands for an attempt of the request's own call that timed out."""
 
@@ -52,10 +54,17 @@ class RequestRecord:
     called_model: str | None = None
     provider: str | None = None
     action: str = "forward"
+    """The decision's action; ``none`` for a request that failed before anything was decided or sent
+    (bad JSON, a bad key, an unknown model, a budget that refused it)."""
     stream: bool = False
     status: int = 0
     error_type: str | None = None
+    error_detail: str | None = None
+    """Why the upstream failed, as the gateway saw it (per-attempt causes): logged, never client text."""
+    attempts: int = 0
+    """Upstream attempts made, over all candidates (0: none was, the request failed before)."""
     retries: int = 0
+    """Attempts beyond the first (retries and fallbacks)."""
     prompt_tokens: int | None = None
     forwarded_tokens: int | None = None
     confirmed_tokens: int | None = None

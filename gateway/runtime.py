@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from gateway.auth import KeyRing
 from gateway.config import GatewayConfig, ModelConfig, ProviderConfig
-from gateway.errors import ModelNotFound
+from gateway.errors import InvalidRequest, ModelNotFound
 from gateway.passthrough import PassthroughRules
 from gateway.tokens.counter import TokenCounter
 from policies import ModelFacts, PolicyEngine, load_default
@@ -38,6 +38,21 @@ class Runtime:
         if routes is None:
             raise ModelNotFound(
                 f"The model '{model}' does not exist or you do not have access to it.", param="model"
+            )
+        return routes
+
+    def serving(self, model: str, kind: str) -> tuple[Route, ...]:
+        """``candidates``, for an endpoint that serves models of ``kind`` (``chat`` or ``embedding``):
+        a model of the other kind is a clear 400 here, never a request the upstream would refuse."""
+        routes = self.candidates(model)
+        actual = routes[0].model.kind
+        if actual != kind:
+            endpoint = "/v1/embeddings" if actual == "embedding" else "/v1/chat/completions or /v1/responses"
+            raise InvalidRequest(
+                f"The model '{model}' is {'an embedding' if actual == 'embedding' else 'a chat'} model, "
+                f"not served on this endpoint; send it to {endpoint}.",
+                param="model",
+                code="model_not_supported",
             )
         return routes
 

@@ -1,9 +1,11 @@
 """Relaying a chat completion stream: SSE bytes pass through as they arrive, and are read on the side
 for time to first token, finish reason and usage. The usage-only chunk that the gateway asked for on the
-client's behalf is dropped when the client did not ask for it."""
+client's behalf is dropped when the client did not ask for it, and so is the ``"usage": null`` key that
+asking puts in every other chunk: the client gets the chunks it would have got without the gateway."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -12,6 +14,10 @@ import orjson
 
 from gateway.sse import EventSplitter, data_of, events
 from gateway.usage_report import rewrite_event
+
+_NULL_USAGE = re.compile(rb',\s*"usage"\s*:\s*null|"usage"\s*:\s*null\s*,?\s*')
+"""The ``"usage": null`` key of a chunk, with its comma. An unescaped ``"`` cannot occur inside a JSON
+string, so this only ever matches a key named usage whose value is null."""
 
 
 class ChatStreamReader:
@@ -32,6 +38,8 @@ class ChatStreamReader:
         self.on_chunk: Callable[[dict[str, Any]], None] | None = None
         """Called with every parsed chunk (e.g. to tally logprobs)."""
         self._splitter = EventSplitter()
+        self._null_usage = False
+        """The event just read has ``"usage": null``: a key only there because the gateway asked."""
 
     def feed(self, chunk: bytes) -> bytes:
         complete = self._splitter.feed(chunk)
@@ -45,6 +53,8 @@ class ChatStreamReader:
         return b"".join(event + b"\n\n" for event in kept)
 
     def _reported(self, event: bytes) -> bytes:
+        if self._null_usage:
+            return _NULL_USAGE.sub(b"", event) if self.strip_usage_chunk else event
         if self.report_prompt_tokens is None or b'"usage"' not in event:
             return event
         return rewrite_event(event, self.report_prompt_tokens)
@@ -55,10 +65,11 @@ class ChatStreamReader:
         event = rest.strip()
         if event and not self._read(event):
             return b""
-        return rest
+        return self._reported(rest) if event else rest
 
     def _read(self, event: bytes) -> bool:
         """Learn what the event says; return False when it is the usage chunk to drop."""
+        self._null_usage = False
         payload = data_of(event)
         if payload is None:
             return True
@@ -75,6 +86,7 @@ class ChatStreamReader:
             self.on_chunk(data)
         usage = data.get("usage")
         if not isinstance(usage, dict):
+            self._null_usage = usage is None and "usage" in data
             usage = None
         elif usage:
             self.usage = usage

@@ -25,6 +25,7 @@ from tenacity.wait import wait_base
 from gateway.config import ProviderConfig
 from gateway.errors import InvalidRequest, UpstreamExhausted, UpstreamInvalidAnswer, UpstreamRejected
 from gateway.runtime import Route
+from gateway.upstream_failures import AttemptFailure, describe, summarise
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 HOP_BY_HOP = frozenset(
@@ -258,6 +259,7 @@ async def send(
     """
     causes: list[BaseException] = []
     timed_out: list[TimedOut] = []
+    failures: list[AttemptFailure] = []
     last: UpstreamRejected | None = None
     attempts = 0
     for route in candidates:
@@ -269,7 +271,7 @@ async def send(
             content=body_for(route) if method != "GET" else None,
             extensions={"timeout": client.timeout.as_dict()},
         )
-        counter = _Attempts(attempts, timed_out)
+        counter = _Attempts(attempts, timed_out, failures)
         try:
             exchange = await _call_route(client, request, route, counter, stream=stream)
         except RetryableStatus as exc:
@@ -277,18 +279,22 @@ async def send(
             last = exc.rejected
         except httpx.TransportError as exc:
             causes.append(exc)
+        except UpstreamRejected as exc:
+            exc.attempts = counter.count
+            raise
         else:
             exchange.timed_out = tuple(timed_out)
             if expect_json and not stream:
                 exchange.data = _json_answer(exchange, tuple(timed_out))
             return exchange
         attempts = counter.count
-    names = ", ".join(route.public_model for route in candidates)
     raise UpstreamExhausted(
-        f"The upstream did not answer successfully after {attempts} attempts ({names}).",
+        f"The upstream did not answer successfully after {attempts} attempts: {summarise(failures)}.",
         causes,
         last,
         timed_out=tuple(timed_out),
+        attempts=attempts,
+        failures=tuple(failures),
     )
 
 
@@ -301,11 +307,13 @@ def _json_answer(exchange: Exchange, timed_out: tuple[TimedOut, ...]) -> dict[st
     if isinstance(data, dict):
         return data
     kind = response.headers.get("content-type") or "no content type"
-    raise UpstreamInvalidAnswer(
+    invalid = UpstreamInvalidAnswer(
         f"The upstream ({exchange.route.public_model}) answered {response.status_code} with a body that is "
         f"not a JSON object ({kind}, {len(response.content)} bytes).",
         timed_out=timed_out,
     )
+    invalid.attempts = exchange.attempts
+    raise invalid
 
 
 @functools.lru_cache(maxsize=256)
@@ -317,6 +325,7 @@ def _url(base_url: str, path: str) -> httpx.URL:
 class _Attempts:
     count: int
     timed_out: list[TimedOut]
+    failures: list[AttemptFailure]
 
 
 async def _call_route(
@@ -329,8 +338,10 @@ async def _call_route(
         started = time.perf_counter()
         try:
             response = await _attempt(client, request, stream=stream)
-        except httpx.ReadTimeout:
-            attempts.timed_out.append(TimedOut(route, time.perf_counter() - started))
+        except (RetryableStatus, httpx.TransportError) as exc:
+            if isinstance(exc, httpx.ReadTimeout):
+                attempts.timed_out.append(TimedOut(route, time.perf_counter() - started))
+            attempts.failures.append(AttemptFailure(route.public_model, route.provider_name, describe(exc)))
             raise
         return Exchange(route, response, attempts.count, started)
 

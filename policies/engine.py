@@ -97,7 +97,7 @@ class PolicyEngine:
         band = bands.band_of(facts.prompt_tokens)
         warnings: list[str] = []
         if facts.prompt_tokens >= bands.warning:
-            warnings.append(notices.warning_line(bands, facts.prompt_tokens))
+            warnings.append(notices.line_reached(bands, facts.prompt_tokens))
         passthrough = _passthrough(facts, warnings)
         context = Context(
             facts=facts,

@@ -28,11 +28,14 @@ def header_value(notice: Callable[P, str]) -> Callable[P, str]:
 
 
 @header_value
-def warning_line(bands: ModelBands, tokens: int) -> str:
-    return (
-        f"{tokens} input tokens reach the warning line of {bands.model} ({bands.warning}; "
-        f"price cliff {bands.cliff}, context window {bands.window})"
-    )
+def line_reached(bands: ModelBands, tokens: int) -> str:
+    """The highest line of the model the prompt as received reaches: warning line, price cliff or window."""
+    lines = f"warning line {bands.warning}, price cliff {bands.cliff}, context window {bands.window}"
+    if tokens > bands.window:
+        return f"{tokens} input tokens are over the context window of {bands.model} ({lines})"
+    if tokens > bands.cliff:
+        return f"{tokens} input tokens are over the price cliff of {bands.model} ({lines})"
+    return f"{tokens} input tokens reach the warning line of {bands.model} ({lines})"
 
 
 @header_value

@@ -14,6 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.redisserver import EmbeddedRedis, free_port
+from tests.redis_db import claim_database
 
 
 @pytest.fixture
@@ -43,7 +44,9 @@ def _answers(url: str) -> bool:
 
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real Redis: GATEWAY_TEST_REDIS_URL or GATEWAY_REDIS_URL or 127.0.0.1:6379, else an embedded one."""
+    """A real Redis: GATEWAY_TEST_REDIS_URL or GATEWAY_REDIS_URL or 127.0.0.1:6379, else an embedded one.
+    On a server that answers, the run writes to a database of its own, emptied at the end
+    (``tests.redis_db``); with none free there, it starts an embedded one."""
     candidates = [
         os.environ.get("GATEWAY_TEST_REDIS_URL"),
         os.environ.get("GATEWAY_REDIS_URL"),
@@ -51,7 +54,13 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     ]
     for url in candidates:
         if url and url.startswith("redis://") and _answers(url):
-            yield url
+            claim = claim_database(url)
+            if claim is None:
+                break
+            try:
+                yield claim.url
+            finally:
+                claim.release()
             return
     data_dir: Path = tmp_path_factory.mktemp("redis")
     with EmbeddedRedis(data_dir, port=free_port(), persist=False) as server:

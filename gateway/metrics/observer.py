@@ -18,6 +18,8 @@ from gateway.record import RequestRecord
 
 OTHER = "other"
 """The model label of names that are not in the config: clients choose them, so they are not labels."""
+NONE = "none"
+"""The model label of requests that failed before a model was known (bad JSON, a bad key)."""
 
 
 class RequestMetrics:
@@ -76,5 +78,5 @@ class RequestMetrics:
 
 def _label(model: str | None, models: Mapping[str, object]) -> str:
     if model is None:
-        return ""
+        return NONE
     return model if model in models else OTHER

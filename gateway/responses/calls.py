@@ -92,7 +92,7 @@ async def by_model(pipeline: Pipeline, request: Request, operation: str) -> Resp
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
         body = bodies.parse_object(raw)
         record.requested_model = model = bodies.require_model(body)
-        candidates = runtime.candidates(model)
+        candidates = runtime.serving(model, "chat")
         await check_references(pipeline.memory, runtime, record.tenant.name, body)
         if metered:
             await hold.take(

@@ -251,3 +251,29 @@ async def test_default_client_never_keeps_upstream_cookies() -> None:
         second = await client.get("http://upstream.test/v1/b")
     assert second.json() == {"cookie": None}
     assert not client.cookies
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "named"),
+    [
+        ("/v1/chat/completions", chat_body(model="text-embedding-3-small"), "an embedding model"),
+        ("/v1/responses", {"model": "text-embedding-3-small", "input": "Hi"}, "an embedding model"),
+        ("/v1/responses/input_tokens", {"model": "text-embedding-3-small", "input": "Hi"}, "an embedding"),
+        ("/v1/embeddings", {"model": "gpt-5.4", "input": "Hi"}, "a chat model"),
+    ],
+)
+def test_a_model_of_the_other_kind_is_a_clear_400_never_forwarded(
+    tmp_path: Path, redis_url: str, router: respx.Router, path: str, body: dict[str, object], named: str
+) -> None:
+    calls = router.route().mock(return_value=httpx.Response(200, json=completion()))
+    with gateway_client(tmp_path, redis_url, router) as client:
+        response = client.post(path, json=body)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["code"], error["param"], error["type"]) == (
+        "model_not_supported",
+        "model",
+        "invalid_request_error",
+    )
+    assert named in error["message"]
+    assert calls.call_count == 0

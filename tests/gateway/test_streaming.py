@@ -52,6 +52,44 @@ def test_reader_keeps_usage_chunk_when_client_asked() -> None:
     assert reader.usage == USAGE
 
 
+def with_null_usage(chunk: dict[str, object]) -> dict[str, object]:
+    """A chunk as the upstream sends it when asked for usage: ``"usage": null`` in all but the last."""
+    return {**chunk, "usage": None}
+
+
+ASKED = sse(
+    with_null_usage(delta("Hel")),
+    with_null_usage(delta('"usage":null, in the text')),
+    with_null_usage(delta(finish="stop")),
+    {"id": "c", "choices": [], "usage": USAGE},
+)
+
+
+@pytest.mark.parametrize("piece", [1, 7, len(ASKED)])
+def test_reader_removes_the_null_usage_key_the_gateway_asked_for(piece: int) -> None:
+    reader = ChatStreamReader(strip_usage_chunk=True, started=time.perf_counter())
+    out = b"".join(reader.feed(ASKED[i : i + piece]) for i in range(0, len(ASKED), piece)) + reader.flush()
+    assert out == sse(delta("Hel"), delta('"usage":null, in the text'), delta(finish="stop"))
+    assert reader.usage == USAGE
+
+
+def test_reader_removes_a_leading_null_usage_key_and_one_in_an_unterminated_tail() -> None:
+    reader = ChatStreamReader(strip_usage_chunk=True, started=time.perf_counter())
+    first = b'data: {"usage": null, "id":"c","choices":[{"index":0,"delta":{"content":"a"}}]}\n\n'
+    tail = b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"b"}}],"usage":null}'
+    out = reader.feed(first + tail) + reader.flush()
+    assert out == (
+        b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"a"}}]}\n\n'
+        b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"b"}}]}'
+    )
+
+
+def test_reader_keeps_the_null_usage_key_when_the_client_asked() -> None:
+    reader = ChatStreamReader(strip_usage_chunk=False, started=time.perf_counter(), report_prompt_tokens=5)
+    out = reader.feed(ASKED) + reader.flush()
+    assert out.count(b'"usage":null') == 3
+
+
 def test_reader_handles_a_crlf_cut_between_two_chunks() -> None:
     reader = ChatStreamReader(strip_usage_chunk=True, started=time.perf_counter())
     text = STREAM.replace(b"\n", b"\r\n")
@@ -88,7 +126,8 @@ def router() -> respx.Router:
 def test_stream_relay_through_gateway(
     tmp_path: Path, redis_url: str, router: respx.Router, client_asked: bool
 ) -> None:
-    route = router.post(f"{UPSTREAM}/chat/completions").mock(side_effect=lambda request: streamed(STREAM))
+    # as the upstream answers when asked for usage: the gateway always asks
+    route = router.post(f"{UPSTREAM}/chat/completions").mock(side_effect=lambda request: streamed(ASKED))
     body = chat_body(stream=True)
     if client_asked:
         body["stream_options"] = {"include_usage": True}

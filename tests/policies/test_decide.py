@@ -35,8 +35,14 @@ def test_decide_default_policy_at_the_band_edges(
     assert decision.rejection is None and not decision.above_cliff
     assert bool(decision.warnings) is warned
     if warned:
-        assert decision.warnings[0].startswith(
-            f"{tokens} input tokens reach the warning line of gpt-5.4 (250000"
+        line = {
+            Band.WARNING: "reach the warning line",
+            Band.OVER_CLIFF: "are over the price cliff",
+            Band.OVER_WINDOW: "are over the context window",
+        }[band]
+        assert decision.warnings[0] == (
+            f"{tokens} input tokens {line} of gpt-5.4 "
+            "(warning line 250000, price cliff 272000, context window 1050000)"
         )
 
 
