@@ -54,7 +54,10 @@ class ChatStreamReader:
 
     def _reported(self, event: bytes) -> bytes:
         if self._null_usage:
-            return _NULL_USAGE.sub(b"", event) if self.strip_usage_chunk else event
+            if not self.strip_usage_chunk:
+                return event
+            compact = event.replace(b',"usage":null', b"")  # OpenAI's own spelling: no regex needed
+            return compact if len(compact) < len(event) else _NULL_USAGE.sub(b"", event)
         if self.report_prompt_tokens is None or b'"usage"' not in event:
             return event
         return rewrite_event(event, self.report_prompt_tokens)
