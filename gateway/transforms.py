@@ -156,7 +156,7 @@ class CompressorTransforms:
                 keep_recent_turns=settings.keep_recent_turns,
                 keep_recent_tokens=settings.keep_recent_tokens,
                 keep_recent_max_tokens=settings.keep_recent_max_tokens,
-                reuse_tokens=max(settings.accept_tokens, settings.target_tokens),
+                reuse_tokens=settings.reuse_tokens or max(settings.accept_tokens, settings.target_tokens),
                 pinned_tokens=settings.pinned_tokens,
                 pin_max_tokens=settings.pin_max_tokens,
                 recall_tokens=settings.recall_tokens,

@@ -11,6 +11,7 @@ from policies.bands import Band, ModelBands
 from policies.decision import Action, Decision, Rejection
 from policies.facts import Facts, ModelFacts
 from policies.policy import Policy
+from policies.reuse import reuse_limit
 from policies.settings import CompressSettings, RetrieveSettings
 
 
@@ -33,7 +34,14 @@ class Context:
 
     @property
     def compress(self) -> CompressSettings:
-        return self.policy.compress[self.bands.model]
+        """The policy's settings for the model; for a compacted conversation, with the reuse limit its
+        growth and prices give (``policies.reuse``)."""
+        settings = self.policy.compress[self.bands.model]
+        cache = self.facts.cache
+        if cache is None or not cache.compacted:
+            return settings
+        limit = reuse_limit(settings, self.bands, self.model_facts.get(self.bands.model), cache)
+        return settings if limit is None else replace(settings, reuse_tokens=limit)
 
     @property
     def retrieve(self) -> RetrieveSettings:

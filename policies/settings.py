@@ -51,6 +51,10 @@ class CompressSettings:
     accept_tokens: int = 0
     """A compressed request of at most this many tokens is sent as it is (a compacted prefix reused
     turn after turn): the cliff when deferred, the target when eager."""
+    reuse_tokens: int = 0
+    """A compacted conversation's prefix is reused while its request counts at most this many tokens,
+    then extended; set per request from the conversation's growth (``actions.compress.reuse_limit``),
+    0: ``accept_tokens``."""
     pinned_tokens: int = 0
     """Budget for the user's own words kept verbatim in a compacted request (0: none)."""
     pin_max_tokens: int = 1_000

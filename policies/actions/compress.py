@@ -28,7 +28,8 @@ from policies.bands import Band
 from policies.context import Context
 from policies.decision import Action, Decision
 from policies.facts import CacheFacts
-from policies.settings import CompressSettings, Timing
+from policies.reuse import compacted_size
+from policies.settings import Timing
 
 
 def is_client_compaction(text: str | None, phrases: tuple[str, ...]) -> bool:
@@ -50,18 +51,6 @@ class CompressOldTurns:
         reason = _reason_to_compress(context)
         decision = context.decision(Action.COMPRESS, transforms=(Action.COMPRESS,))
         return replace(decision, reason=reason) if reason else decision
-
-
-SUMMARY_ALLOWANCE = 4_000
-"""Tokens a compaction's summary text is assumed to take (the compressor's summary_max_tokens)."""
-
-
-def compacted_size(settings: CompressSettings) -> int:
-    """What a fresh compaction is expected to send: the verbatim aim, the pins, the recall and a summary
-    (at most the target)."""
-    aim = settings.keep_recent_tokens or settings.target_tokens
-    expected = aim + settings.pinned_tokens + settings.recall_tokens + SUMMARY_ALLOWANCE
-    return min(settings.target_tokens, expected)
 
 
 def pays_now(context: Context, cache: CacheFacts) -> tuple[bool, str]:

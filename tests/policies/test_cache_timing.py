@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from policies import Action
-from policies.actions.compress import compacted_size
 from policies.facts import CacheFacts, ModelFacts
+from policies.reuse import compacted_size
 
 from .factories import MODELS, make_engine, make_facts, make_section
 
