@@ -18,6 +18,7 @@ from gateway.ledger import LedgerReader
 from gateway.ledger import routes as ledger_routes
 from gateway.lifespan import open_gateway
 from gateway.logs import configure_logging
+from gateway.messages import routes as messages_routes
 from gateway.metrics import scrape as scrape_metrics
 from gateway.paths import PathGuard
 from gateway.responses import routes as responses_routes
@@ -81,8 +82,11 @@ def mount_routes(app: FastAPI) -> None:
     add("/v1/responses/input_tokens", responses_routes.input_tokens, methods=["POST"])
     add("/v1/responses/{response_id}", responses_routes.by_id, methods=["GET", "DELETE"])
     add("/v1/responses/{response_id}/{action}", responses_routes.by_id, methods=["GET", "POST"])
-    add("/v1/models", routes.list_models, methods=["GET"])
-    add("/v1/models/{model:path}", routes.retrieve_model, methods=["GET"])
+    add("/v1/messages", messages_routes.create, methods=["POST"])
+    add("/v1/messages/count_tokens", messages_routes.count_tokens, methods=["POST"])
+    add("/api/event_logging/batch", messages_routes.event_logging, methods=["POST"])
+    add("/v1/models", messages_routes.models, methods=["GET"])  # Anthropic's list to Anthropic clients
+    add("/v1/models/{model:path}", messages_routes.model, methods=["GET"])
     add("/healthz", routes.healthz, methods=["GET"])
     add("/readyz", routes.readyz, methods=["GET"])
     add("/metrics", scrape_metrics, methods=["GET"])

@@ -61,6 +61,21 @@ class PromptCacheConfig(_Strict):
 class ProviderConfig(_Strict):
     base_url: str
     api_key: str | None = None
+    kind: Literal["openai", "anthropic"] = Field(
+        default="openai",
+        description="the API the provider speaks: openai (chat, Responses, embeddings; Authorization: "
+        "Bearer) or anthropic (Messages; x-api-key, anthropic-version)",
+    )
+    messages_count_tokens: bool = Field(
+        default=False,
+        description="the provider answers POST /messages/count_tokens: a Messages count near a line is "
+        "confirmed with it, and a client's count_tokens is answered by it",
+    )
+    confirm_messages_counts: Literal["near_line", "always"] = Field(
+        default="near_line",
+        description="with messages_count_tokens: confirm a Messages count with the provider only near a line "
+        "(the policy's confirm_within_tokens), or before every decision (one more unbilled call per request)",
+    )
     timeouts: Timeouts = Timeouts()
     retry: RetryConfig = RetryConfig()
     max_connections: int = Field(default=256, ge=1)

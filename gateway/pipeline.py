@@ -210,6 +210,19 @@ class Pipeline:
         notify_soon(self.observers, record)
         return response
 
+    async def messages(self, request: Request) -> Response:
+        """``POST /v1/messages``: the chat flow through the Messages adapter (``gateway.messages.pipeline``;
+        imported here since it imports this module)."""
+        from gateway.messages.pipeline import create
+
+        return await create(self, request)
+
+    async def messages_count_tokens(self, request: Request) -> Response:
+        """``POST /v1/messages/count_tokens``: the provider's count, never below the gateway's own."""
+        from gateway.messages.count_tokens import count_tokens
+
+        return await count_tokens(self, request)
+
     async def plan(
         self,
         runtime: Runtime,
@@ -221,11 +234,13 @@ class Pipeline:
         front: Front = CHAT,
         stored: StoredHistory | None = None,
         confirm: Confirm | None = None,
+        *,
+        confirm_always: bool = False,
     ) -> Plan:
         """Steps 3-6: count, decide, admit (the budget hold), transform; the plan lands in the record."""
         assert record.tenant is not None and record.requested_model is not None
         model = record.requested_model
-        caps = body if front is CHAT else {"max_completion_tokens": body.get("max_output_tokens")}
+        caps = {"max_completion_tokens": body.get("max_output_tokens")} if front is RESPONSES else body
 
         async def conversation(count: TokenCount) -> CacheFacts | None:
             assert record.tenant is not None
@@ -269,6 +284,7 @@ class Pipeline:
             confirm=confirm,
             conversation=conversation,
             rejected=rejected,
+            confirm_always=confirm_always,
         )
         self.note_plan(record, plan)
         record.confirmed_tokens = plan.confirmed_tokens

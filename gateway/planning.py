@@ -153,6 +153,7 @@ async def plan_chat(
     confirm: Callable[[], Awaitable[int | None]] | None = None,
     conversation: Callable[[TokenCount], Awaitable[CacheFacts | None]] | None = None,
     rejected: Callable[[Plan], None] | None = None,
+    confirm_always: bool = False,
 ) -> Plan:
     """Count, decide, admit (``admit(tokens, decision)``: the budget hold, before any upstream call),
     transform.
@@ -161,7 +162,9 @@ async def plan_chat(
     the count for the decision; since it cannot be transformed, a decision to transform follows the
     policy's fallbacks (forward with a warning when the invariant allows, else reject). ``confirm``: the
     provider's count of the whole prompt (stored history included), asked for when the count is near a
-    line (the policy's ``confirm_within_tokens``) or the stored history is unknown, and decided on.
+    line (the policy's ``confirm_within_tokens``), the stored history is unknown, or always
+    (``confirm_always``: a count the gateway can only estimate, on a provider set to confirm every one),
+    and decided on.
     ``conversation``: the cache state of the request's conversation, asked for a request counted at or
     above the warning line (the engine decides the warning band with it). ``rejected``: told of the plan
     (its decision a rejection, its prompt counted) before the rejection is raised as the error to answer.
@@ -204,7 +207,7 @@ async def plan_chat(
     decision = engine.decide(facts)
     unknown_history = stored is not None and stored.tokens == 0
     if confirm is not None and (
-        unknown_history or bands.near_line(facts.prompt_tokens, decision.confirm_within)
+        confirm_always or unknown_history or bands.near_line(facts.prompt_tokens, decision.confirm_within)
     ):
         confirmed = await confirm()
         if confirmed is not None:

@@ -12,7 +12,10 @@ multiplier, when the model has no cached price); cached tokens above ``input_tok
 
 Cache writes (``usage.cache_write_tokens``, part of the uncached input) cost ``write_multiplier`` times the
 input price instead of the input price, when the model's prompt cache bills them (``write_multiplier`` > 0;
-GPT-5.6 and later: 1.25), under a whole-request tier with its input multiplier.
+GPT-5.6 and later and Anthropic's 5-minute cache: 1.25), under a whole-request tier with its input
+multiplier. Of them, ``usage.cache_write_1h_tokens`` (Anthropic's one-hour cache, the only one reported
+that way) cost ``write_1h_multiplier`` times the input price (Anthropic's 2 by default) in any case.
+Anthropic's cache reads are the cached input, at the model's ``cached_input`` price (0.1x the input).
 
 Tiers (``ModelPricing.tiers``, ascending ``above_input_tokens``): the highest tier whose line the input
 tokens exceed (strictly: 272,000 is not above 272,000) applies.
@@ -46,6 +49,8 @@ __all__ = [
 ]
 
 _NANOS_PER_TOKEN_PER_USD_PER_MILLION = 1000
+WRITE_1H_MULTIPLIER = Decimal(2)
+"""What a token written to a one-hour cache costs, times the input price (Anthropic's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,14 +91,27 @@ def applicable_tier(input_tokens: int, tiers: tuple[PriceTier, ...]) -> int | No
     return applied
 
 
-def price(usage: Usage, pricing: ModelPricing, *, write_multiplier: Decimal = Decimal(0)) -> Cost:
+def price(
+    usage: Usage,
+    pricing: ModelPricing,
+    *,
+    write_multiplier: Decimal = Decimal(0),
+    write_1h_multiplier: Decimal = WRITE_1H_MULTIPLIER,
+) -> Cost:
     """The cost of one call."""
     tier = applicable_tier(usage.input_tokens, pricing.tiers)
-    return price_at_tier(usage, pricing, tier, write_multiplier=write_multiplier)
+    return price_at_tier(
+        usage, pricing, tier, write_multiplier=write_multiplier, write_1h_multiplier=write_1h_multiplier
+    )
 
 
 def price_at_tier(
-    usage: Usage, pricing: ModelPricing, tier: int | None, *, write_multiplier: Decimal = Decimal(0)
+    usage: Usage,
+    pricing: ModelPricing,
+    tier: int | None,
+    *,
+    write_multiplier: Decimal = Decimal(0),
+    write_1h_multiplier: Decimal = WRITE_1H_MULTIPLIER,
 ) -> Cost:
     """The cost of ``usage`` billed under ``tier`` whatever its size (projections: "at the cliff price")."""
     for field in (
@@ -102,6 +120,7 @@ def price_at_tier(
         "output_tokens",
         "reasoning_tokens",
         "cache_write_tokens",
+        "cache_write_1h_tokens",
     ):
         if getattr(usage, field) < 0:
             raise ValueError(f"usage.{field} is negative")
@@ -111,14 +130,18 @@ def price_at_tier(
     cached = min(usage.cached_input_tokens, usage.input_tokens)
     uncached_amount, cached_amount = _input(usage.input_tokens - cached, cached, rates, pricing.tiers, tier)
     written = min(usage.cache_write_tokens, usage.input_tokens - cached)
-    if write_multiplier and written > 0:
+    hour = min(usage.cache_write_1h_tokens, written)
+    premium = (written - hour) * (Fraction(write_multiplier) - 1 if write_multiplier else 0) + hour * (
+        Fraction(write_1h_multiplier) - 1
+    )
+    if premium:
         chosen_tier = pricing.tiers[tier] if tier is not None else None
         scale = (
             Fraction(chosen_tier.input_multiplier)
             if chosen_tier is not None and chosen_tier.scope == "whole_request"
             else Fraction(1)
         )
-        uncached_amount += written * rates.input * scale * (Fraction(write_multiplier) - 1)
+        uncached_amount += premium * rates.input * scale
     output_amount: Fraction | int = usage.output_tokens * rates.output
     if tier is not None:
         chosen = pricing.tiers[tier]

@@ -210,11 +210,20 @@ FORWARDED_HEADERS = ("accept", "openai-beta", "x-stainless-helper-method")
 choose whose account pays and whose objects are reachable, which is the provider config's to say."""
 
 
+ANTHROPIC_FORWARDED_HEADERS = ("accept", "anthropic-version", "anthropic-beta")
+"""The client's headers that go to a ``kind: anthropic`` provider, unchanged (``anthropic-beta`` turns on the
+features the client's request relies on)."""
+ANTHROPIC_VERSION = "2023-06-01"
+"""Sent when the client names no ``anthropic-version`` (the API refuses a request without one)."""
+
+
 def upstream_headers(
     provider: ProviderConfig, incoming: Mapping[str, str], *, content_type: str = "application/json"
 ) -> dict[str, str]:
     """Raises ``InvalidRequest`` for a forwarded header value that is not printable ASCII."""
     headers = {"content-type": content_type, "accept": "application/json"}
+    if provider.kind == "anthropic":
+        return _anthropic_headers(provider, incoming, headers)
     for name in FORWARDED_HEADERS:
         value = incoming.get(name)
         if value is not None:
@@ -226,6 +235,22 @@ def upstream_headers(
     headers.update(provider.headers)
     if provider.api_key:
         headers["authorization"] = f"Bearer {provider.api_key}"
+    return headers
+
+
+def _anthropic_headers(
+    provider: ProviderConfig, incoming: Mapping[str, str], headers: dict[str, str]
+) -> dict[str, str]:
+    """Anthropic's: the provider's key as ``x-api-key`` (the client's key, a tenant key, never goes up),
+    ``anthropic-version`` and ``anthropic-beta`` as the client sent them."""
+    for name in ANTHROPIC_FORWARDED_HEADERS:
+        value = incoming.get(name)
+        if value is not None:
+            headers[name] = _ascii_header(name, value)
+    headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
+    headers.update(provider.headers)
+    if provider.api_key:
+        headers["x-api-key"] = provider.api_key
     return headers
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.config import PromptCacheConfig
-from gateway.conversations.counterfactual import cacheable
+from gateway.conversations.counterfactual import cached_prefix, held_tokens
 from gateway.conversations.fingerprint import Chain
 from gateway.conversations.store import Recalled
 from policies.facts import CacheFacts
@@ -21,13 +21,13 @@ def cache_facts(
     if state.compacted and state.sent is not None and state.sent.warm_at(now_ms):
         return CacheFacts(
             warm=True,
-            cached_tokens=cacheable(state.sent.chain.tokens[-1], cache),
+            cached_tokens=held_tokens(state.sent, cache=cache, now_ms=now_ms),
             growth_tokens=growth if growth is None or growth >= 0 else None,
             compacted=True,
         )
     warm = previous.model == model and previous.warm_at(now_ms)
     return CacheFacts(
         warm=warm,
-        cached_tokens=cacheable(previous.chain.shared_tokens(chain), cache) if warm else 0,
+        cached_tokens=cached_prefix(previous, chain, cache=cache, now_ms=now_ms) if warm else 0,
         growth_tokens=growth if growth is None or growth >= 0 else None,
     )

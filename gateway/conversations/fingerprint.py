@@ -6,6 +6,10 @@ then its messages (chat messages, or the Responses items as the adapter shows th
 JSON. ``hashes[i]`` is a chained sha256 (8 bytes) of elements ``0..i`` and ``tokens[i]`` the prompt
 tokens of that prefix, so the longest shared prefix of two chains is read off by comparing hashes, and
 no text is kept.
+
+A provider with an explicit cache (Anthropic's ``cache_control``) caches only the prefixes that end at a
+breakpoint: such a chain also says which elements carry one, and for how long (``breakpoints``); the
+chain of a prompt for an implicit cache (OpenAI's) has None there.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ MAX_ELEMENTS = 4096
 ANCHOR_WITHIN = 8
 """The conversation is named after its prefix up to the first user message within this many messages."""
 
+Breakpoint = tuple[int, int]
+"""An element carrying a cache breakpoint, and the breakpoint's TTL in seconds."""
+
 
 @dataclass(frozen=True, slots=True)
 class Chain:
@@ -30,13 +37,19 @@ class Chain:
     """``HASH_BYTES`` per element, chained: element ``i``'s names the prefix ``0..i``."""
     tokens: tuple[int, ...]
     """Prompt tokens of each prefix, cumulative."""
+    breakpoints: tuple[Breakpoint, ...] | None = None
+    """The elements ending a prefix an explicit cache keeps, in order; None: every prefix is cacheable."""
 
     def __len__(self) -> int:
         return len(self.tokens)
 
+    def shared_elements(self, other: Chain) -> int:
+        """How many leading elements both chains share."""
+        return _common_elements(self.hashes, other.hashes)
+
     def shared_tokens(self, other: Chain) -> int:
         """Tokens of the longest prefix both chains share (0 when even the tools differ)."""
-        shared = _common_elements(self.hashes, other.hashes)
+        shared = self.shared_elements(other)
         return min(self.tokens[shared - 1], other.tokens[shared - 1]) if shared else 0
 
     def hash_at(self, index: int) -> bytes:
@@ -57,10 +70,17 @@ def _common_elements(first: bytes, second: bytes) -> int:
 
 
 def chain_of(
-    tools: Any, messages: Sequence[Mapping[str, Any]], *, tools_tokens: int, per_message: Sequence[int]
+    tools: Any,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    tools_tokens: int,
+    per_message: Sequence[int],
+    breakpoints: Sequence[Breakpoint] | None = None,
 ) -> Chain:
     """The chain of a prompt: its ``tools`` (any JSON, ``None`` for none) and ``messages``, with the tokens
-    the counter gave them (``per_message`` in the order of ``messages``)."""
+    the counter gave them (``per_message`` in the order of ``messages``); ``breakpoints``: the elements
+    (0 the tools, ``i + 1`` message ``i``) an explicit cache keeps the prefix of, None for an implicit
+    cache."""
     state = hashlib.sha256(orjson.dumps(tools or []))
     hashes = [state.digest()[:HASH_BYTES]]
     total = tools_tokens
@@ -72,7 +92,8 @@ def chain_of(
         hashes.append(state.digest()[:HASH_BYTES])
         total += counted
         tokens.append(total)
-    return Chain(b"".join(hashes), tuple(tokens))
+    kept = None if breakpoints is None else tuple(point for point in breakpoints if point[0] < len(tokens))
+    return Chain(b"".join(hashes), tuple(tokens), kept)
 
 
 def anchor_of(chain: Chain, messages: Sequence[Mapping[str, Any]], *, cache_key: object = None) -> str:

@@ -32,7 +32,11 @@ async def remember_state(store: ConversationStore, trace: ConversationTrace) -> 
         trace.tenant,
         trace.anchor,
         state,
-        ttl_seconds=trace.retention_seconds,
+        ttl_seconds=max(
+            trace.retention_seconds,
+            state.client.retention_seconds,
+            state.sent.retention_seconds if state.sent is not None else 0.0,
+        ),
         now_ms=int(time.time() * 1000),
     )
 

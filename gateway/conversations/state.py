@@ -59,17 +59,24 @@ class ConversationState:
 
 
 def _seen(seen: Seen) -> dict[str, Any]:
-    return {
+    data: dict[str, Any] = {
         "m": seen.model,
         "t": seen.time_ms,
         "r": seen.retention_seconds,
         "h": seen.chain.hashes.hex(),
         "k": list(seen.chain.tokens),
     }
+    if seen.chain.breakpoints is not None:
+        data["b"] = [list(point) for point in seen.chain.breakpoints]
+    return data
 
 
 def _parse(data: dict[str, Any]) -> Seen:
     hashes, tokens = bytes.fromhex(data["h"]), tuple(int(value) for value in data["k"])
     if len(hashes) != 8 * len(tokens):
         raise ValueError("a chain's hashes and tokens differ in length")
-    return Seen(str(data["m"]), int(data["t"]), float(data["r"]), Chain(hashes, tokens))
+    points = data.get("b")
+    breakpoints = None if points is None else tuple((int(e), int(ttl)) for e, ttl in points)
+    if breakpoints is not None and any(not 0 <= element < len(tokens) for element, _ in breakpoints):
+        raise ValueError("a chain's breakpoint is beyond its elements")
+    return Seen(str(data["m"]), int(data["t"]), float(data["r"]), Chain(hashes, tokens, breakpoints))

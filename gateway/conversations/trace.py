@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.config import GatewayConfig, PromptCacheConfig, prompt_cache_of
-from gateway.conversations.fingerprint import Chain, anchor_of, chain_of
+from gateway.conversations.fingerprint import Breakpoint, Chain, anchor_of, chain_of
 from gateway.conversations.state import Seen
+from gateway.messages.breakpoints import ttls
+from gateway.messages.view import BREAKPOINTS
 from gateway.planning import Front, Plan
 from gateway.responses.counting import countable
 from gateway.tokens.counter import TokenCount
@@ -33,13 +35,35 @@ class Prompt:
     count: TokenCount
 
     def chain(self) -> Chain:
-        messages = [countable(message) for message in self.front.messages(self.body)]
+        views = self.front.messages(self.body)
         return chain_of(
             self.body.get("tools"),
-            messages,
+            [countable(message) for message in views],
             tools_tokens=self.count.tools,
             per_message=self.count.per_message,
+            breakpoints=explicit_breakpoints(self.body.get("tools"), views),
         )
+
+
+def explicit_breakpoints(tools: Any, views: list[Any]) -> list[Breakpoint] | None:
+    """The cache breakpoints of a prompt whose view says where they are (the Messages front's, for
+    Anthropic's explicit cache), as chain elements: 0 the tools, ``i + 1`` view message ``i``; None for
+    any other front (an implicit cache)."""
+    if not views or not isinstance(views[0], Mapping) or BREAKPOINTS not in views[0]:
+        return None
+    listed = tools if isinstance(tools, list) else []
+    found: list[Breakpoint] = [(0, ttl) for tool in listed for ttl in ttls(tool)]
+    for index, view in enumerate(views, start=1):
+        found.extend((index, ttl) for ttl in view.get(BREAKPOINTS, ()))
+    return found
+
+
+def retention_of(chain: Chain, default: float) -> float:
+    """How long the provider keeps what ``chain`` left: the longest TTL of its breakpoints (an explicit
+    cache), else ``default``."""
+    if chain.breakpoints is None or not chain.breakpoints:
+        return default
+    return float(max(ttl for _, ttl in chain.breakpoints))
 
 
 def anchor_for(prompt: Prompt, chain: Chain) -> str:
@@ -81,12 +105,14 @@ class ConversationTrace:
         self._chains["received"] = chain
 
     def client_seen(self) -> Seen:
-        return Seen(self.model, self.time_ms, self.retention_seconds, self.chain())
+        chain = self.chain()
+        return Seen(self.model, self.time_ms, retention_of(chain, self.retention_seconds), chain)
 
     def sent_seen(self) -> Seen | None:
         if self.sent is None:
             return None
-        return Seen(self.called_model, self.time_ms, self.retention_seconds, self.chain("sent"))
+        chain = self.chain("sent")
+        return Seen(self.called_model, self.time_ms, retention_of(chain, self.retention_seconds), chain)
 
 
 def trace_of(

@@ -27,7 +27,7 @@ class Sampler:
 
     def __call__(self, record: RequestRecord) -> None:
         self.seen += 1
-        if record.endpoint not in ("chat", "responses") or record.pending_response is not None:
+        if record.endpoint not in ("chat", "responses", "messages") or record.pending_response is not None:
             return  # a background response's creation says nothing of how the model behaves
         config = self._config()
         model = record.called_model or record.requested_model

@@ -111,7 +111,7 @@ _TYPES: tuple[tuple[type, ...], ...] = (
 def signal_of(record: RequestRecord, *, capture: bool = False) -> Signal | None:
     """The signal of a finished request, or None when the request is not one to sample."""
     model = record.called_model or record.requested_model
-    if record.endpoint not in ("chat", "responses") or model is None:
+    if record.endpoint not in ("chat", "responses", "messages") or model is None:
         return None
     if record.called_model is None and not _upstream_failure(record):
         return None

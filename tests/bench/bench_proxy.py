@@ -3,8 +3,9 @@
 Run: ``.venv/bin/python -m tests.bench.bench_proxy [--seconds 20]``. The gateway is pinned to core 0; the
 fast mock upstream (tests/bench/fast_upstream.py) and the load generators share core 1: this process for
 the open-loop latency run, wrk (when installed) for the saturation run. Requests are ~1 KB chat
-completions (``--api responses``: the same text as a Responses ``input``). Direct and through-the-gateway
-requests are interleaved in the same run, so "added" compares like with like.
+completions (``--api responses``: the same text as a Responses ``input``; ``--api messages``: as an
+Anthropic Messages request with ``x-api-key``). Direct and through-the-gateway requests are interleaved in
+the same run, so "added" compares like with like.
 """
 
 from __future__ import annotations
@@ -33,12 +34,19 @@ from tests.bench.harness import (
 )
 from tests.factories import TENANT_KEY, make_config, write_config
 
+PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
+
 
 def body(stream: bool, api: str) -> bytes:
     text = "Summarise the following notes about the quarterly planning meeting. " * 14
     if api == "responses":
         item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
         return orjson.dumps({"model": "gpt-5.4", "input": [item], "stream": stream, "store": False})
+    if api == "messages":
+        message = {"role": "user", "content": [{"type": "text", "text": text}]}
+        return orjson.dumps(
+            {"model": "claude-sonnet-4-5", "max_tokens": 1024, "messages": [message], "stream": stream}
+        )
     return orjson.dumps(
         {"model": "gpt-5.4", "messages": [{"role": "user", "content": text}], "stream": stream}
     )
@@ -48,7 +56,13 @@ async def measure(
     mock: str, gateway: str, gateway_pid: int, seconds: float, profile: str | None, api: str
 ) -> None:
     headers = {"content-type": "application/json", "authorization": f"Bearer {TENANT_KEY}"}
-    path = "/v1/responses" if api == "responses" else "/v1/chat/completions"
+    if api == "messages":
+        headers = {
+            "content-type": "application/json",
+            "x-api-key": TENANT_KEY,
+            "anthropic-version": "2023-06-01",
+        }
+    path = PATHS[api]
     rows = []
     for stream in (False, True):
         payload = body(stream, api)
@@ -105,7 +119,7 @@ def main() -> None:
     parser.add_argument("--transport", choices=["aiohttp", "httpx"], default="aiohttp")
     parser.add_argument("--profile", help="record py-spy raw stacks to PROFILE-{plain,stream}.txt")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
-    parser.add_argument("--api", choices=["chat", "responses"], default="chat")
+    parser.add_argument("--api", choices=list(PATHS), default="chat")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
@@ -114,6 +128,16 @@ def main() -> None:
         with process(mock_args, f"http://127.0.0.1:{mock_port}/v1/models", env={}, log=tmp_path / "mock.log"):
             config = make_config()
             config["providers"]["mock"]["base_url"] = f"http://127.0.0.1:{mock_port}/v1"
+            config["providers"]["anthropic"] = {
+                "base_url": f"http://127.0.0.1:{mock_port}/v1",
+                "api_key": "sk-upstream",
+                "kind": "anthropic",
+            }
+            config["models"]["claude-sonnet-4-5"] = {
+                "provider": "anthropic",
+                "context_window": 1_000_000,
+                "pricing": {"input": "3.00", "cached_input": "0.30", "output": "15.00"},
+            }
             path = write_config(tmp_path / "gateway.yaml", config)
             env = {
                 "GATEWAY_CONFIG": str(path),

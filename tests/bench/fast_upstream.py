@@ -1,6 +1,6 @@
 """A minimal, fast OpenAI-compatible upstream for throughput benchmarks: a bare ASGI app on uvicorn with
-httptools, answering every chat completion (and every ``POST /v1/responses``) with a fixed body or a fixed
-8-chunk (8-event) stream. Run:
+httptools, answering every chat completion (and every ``POST /v1/responses`` and Anthropic
+``POST /v1/messages``) with a fixed body or a fixed 8-chunk (8-event, 10 for Messages) stream. Run:
 ``python -m tests.bench.fast_upstream --port 9000``."""
 
 from __future__ import annotations
@@ -84,6 +84,42 @@ RESPONSE_STREAM = [
 ]
 RESPONSE_STREAM_END = [_event({"type": "response.completed", "response": RESPONSE})]
 
+MESSAGE = {
+    "id": "msg_bench",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-sonnet-4-5",
+    "content": [{"type": "text", "text": "ok " * 20}],
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {
+        "input_tokens": 250,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 0,
+        "output_tokens": 40,
+    },
+}
+MESSAGE_BODY = orjson.dumps(MESSAGE)
+MESSAGE_STREAM = [
+    _event({"type": "message_start", "message": {**MESSAGE, "content": [], "stop_reason": None}}),
+    _event({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+    *(
+        _event(
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok " * 5}}
+        )
+        for _ in range(6)
+    ),
+]
+MESSAGE_STREAM_END = [
+    _event({"type": "content_block_stop", "index": 0}),
+    _event({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": MESSAGE["usage"]}),
+    _event({"type": "message_stop"}),
+]
+ANSWERS = {
+    "/v1/responses": (RESPONSE_BODY, RESPONSE_STREAM, RESPONSE_STREAM_END),
+    "/v1/messages": (MESSAGE_BODY, MESSAGE_STREAM, MESSAGE_STREAM_END),
+}
+
 
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] == "lifespan":
@@ -103,16 +139,15 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["path"].endswith("/models"):
         await _send(send, 200, b'{"object":"list","data":[]}', b"application/json")
         return
-    responses = scope["path"].endswith("/responses")
+    whole, stream, end = ANSWERS.get(scope["path"], (COMPLETION, STREAM, STREAM_END))
     if b'"stream":true' not in body.replace(b" ", b""):
-        await _send(send, 200, RESPONSE_BODY if responses else COMPLETION, b"application/json")
+        await _send(send, 200, whole, b"application/json")
         return
     await send(
         {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
     )
-    for piece in RESPONSE_STREAM if responses else STREAM:
+    for piece in stream:
         await send({"type": "http.response.body", "body": piece, "more_body": True})
-    end = RESPONSE_STREAM_END if responses else STREAM_END
     await send({"type": "http.response.body", "body": b"".join(end), "more_body": False})
 
 

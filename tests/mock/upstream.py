@@ -16,9 +16,12 @@ it receives (a Responses request also with its raw body text), and can be told t
   earlier request to the same model left within the retention, in 128-token blocks from 1,024 tokens;
   prompt tokens are counted exactly. ``_control`` takes ``{"cache": false}`` to turn it off and
   ``{"cache_age_seconds": 600}`` to age what is cached (a pause without waiting).
+- ``_control`` takes ``{"models": {"<model>": {...}}}``: per-model behaviour (``tests.mock.behaviours``:
+  slower on long prompts, shorter answers, another tool above a length, failing), merged by model.
 - ``GET /_requests``: what it received (path, headers without authorization values, JSON body);
   ``?since=N`` leaves out the first N.
 - ``POST /_reset``: forget requests and behaviour.
+- Anthropic's ``POST /v1/messages`` and ``/v1/messages/count_tokens``: ``tests.mock.anthropic``.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from tests.mock.anthropic import messages_routes
+from tests.mock.behaviours import ModelBehaviour
 from tests.mock.cache import PromptCache
 from tests.mock.responses import response_events, responses_answer
 
@@ -63,6 +68,8 @@ class MockState:
     cache: PromptCache = field(default_factory=PromptCache)
     running: dict[str, int] = field(default_factory=dict)
     """Background responses still running: how many more reads see them in progress."""
+    models: dict[str, ModelBehaviour] = field(default_factory=dict)
+    """Per-model behaviour (``_control``'s ``models``), by the model the request names."""
 
 
 def _json(data: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -146,16 +153,35 @@ def create_mock_app() -> Starlette:
             return _json(error, state.behaviour.fail_status, headers)
         return None
 
+    async def as_model(
+        body: dict[str, Any], prompt_tokens: int
+    ) -> tuple[ModelBehaviour | None, Response | None]:
+        """The request's model's own behaviour (after its delay), or the failure it answers with."""
+        behaviour = state.models.get(str(body.get("model")))
+        if behaviour is None:
+            return None, None
+        if behaviour.delay_per_1k_prompt_tokens:
+            await asyncio.sleep(behaviour.delay(prompt_tokens))
+        if behaviour.fail_status is not None:
+            error = {"message": "mock model failure", "type": "server_error", "param": None, "code": None}
+            return behaviour, _json({"error": error}, behaviour.fail_status)
+        return behaviour, None
+
     async def chat(request: Request) -> Response:
         body = orjson.loads(await request.body())
         failure = await misbehave(request, body)
         if failure is not None:
             return failure
+        prompt, cached = state.cache.chat(body)
+        behaviour, failure = await as_model(body, prompt)
+        if failure is not None:
+            return failure
         content, tool_calls, finish = _answer(body)
+        if behaviour is not None:
+            content, tool_calls = behaviour.chat(content, tool_calls, prompt)
         cap = body.get("max_completion_tokens") or body.get("max_tokens")
         if content and isinstance(cap, int) and len(content) // 4 > cap:
             content, finish = content[: 4 * cap], "length"  # an answer never runs past its cap
-        prompt, cached = state.cache.chat(body)
         completion = max(1, len(content or "") // 4) if content else 12
         usage = {
             "prompt_tokens": prompt,
@@ -249,7 +275,13 @@ def create_mock_app() -> Starlette:
         failure = await misbehave(request, body, raw)
         if failure is not None:
             return failure
-        response = responses_answer(body, number=len(state.responses) + 1, usage=state.cache.responses(body))
+        usage = state.cache.responses(body)
+        behaviour, failure = await as_model(body, usage[0])
+        if failure is not None:
+            return failure
+        response = responses_answer(body, number=len(state.responses) + 1, usage=usage)
+        if behaviour is not None:
+            response = behaviour.response(response, usage[0])
         if body.get("store") is not False:
             state.responses[response["id"]] = response
         if body.get("background"):
@@ -360,6 +392,8 @@ def create_mock_app() -> Starlette:
         changes = orjson.loads(await request.body())
         state.cache.enabled = changes.pop("cache", state.cache.enabled)
         state.cache.age(changes.pop("cache_age_seconds", 0))
+        for model, spec in (changes.pop("models", None) or {}).items():
+            state.models[model] = ModelBehaviour.of(spec)
         for key, value in changes.items():
             setattr(state.behaviour, key, value)
         return _json(asdict(state.behaviour))
@@ -381,6 +415,7 @@ def create_mock_app() -> Starlette:
         state.requests.clear()
         state.responses.clear()
         state.running.clear()
+        state.models.clear()
         state.streams_cancelled = state.streams_finished = 0
         return _json({"ok": True})
 
@@ -395,6 +430,7 @@ def create_mock_app() -> Starlette:
             Route("/v1/responses/{response_id}/{action}", response_by_id, methods=["GET", "POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/v1/moderations", moderations, methods=["POST"]),
+            *messages_routes(state),  # Anthropic's Messages API (tests.mock.anthropic)
             Route("/_control", control, methods=["POST"]),
             Route("/_requests", requests_seen, methods=["GET"]),
             Route("/_reset", reset, methods=["POST"]),

@@ -1,0 +1,84 @@
+"""The provider's own count of a Messages prompt (``POST /messages/count_tokens``).
+
+Claude's tokenizer is not public: the gateway counts a Messages prompt with the model's configured
+encoding, an estimate. Where that estimate decides something (near a line: the policy's
+``confirm_within_tokens``), and for a client's own ``count_tokens``, the provider that will bill the prompt
+is asked instead, when it offers the count (``messages_count_tokens: true``, a ``kind: anthropic``
+provider). It is unbilled, and never required: an error or no answer within ``input_tokens_timeout``
+leaves the gateway's estimate in charge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import httpx
+import orjson
+import structlog
+
+from gateway.responses.confirm import Confirm
+from gateway.runtime import Route
+from gateway.upstream import UpstreamPool, upstream_headers
+
+COUNTED_FIELDS = ("messages", "system", "tools", "tool_choice", "thinking", "mcp_servers")
+"""What the count endpoint takes of a create body; the rest (max_tokens, stream, metadata...) it refuses."""
+
+log = structlog.get_logger("gateway.messages")
+
+
+def counting_body(body: Mapping[str, Any], upstream_model: str) -> bytes:
+    counted = {name: body[name] for name in COUNTED_FIELDS if body.get(name) is not None}
+    return orjson.dumps({"model": upstream_model, **counted})
+
+
+def offers_count(route: Route) -> bool:
+    provider = route.provider
+    return provider.kind == "anthropic" and provider.messages_count_tokens
+
+
+async def provider_count(
+    pool: UpstreamPool, route: Route, body: Mapping[str, Any], headers: Mapping[str, str], *, query: str = ""
+) -> int | None:
+    """The provider's count of ``body`` as it would be sent to ``route``; None when it has none to give.
+    ``query``: the client's query string (``beta=true``), kept."""
+    provider = route.provider
+    client = pool.client(route.provider_name, provider)
+    request = httpx.Request(
+        "POST",
+        f"{provider.base_url}/messages/count_tokens{'?' + query if query else ''}",
+        headers=upstream_headers(provider, {**headers, "accept": "application/json"}),
+        content=counting_body(body, route.upstream_model),
+        extensions={"timeout": client.timeout.as_dict()},
+    )
+    try:
+        with anyio.fail_after(provider.input_tokens_timeout):
+            response = await client.send(request)
+    except (httpx.HTTPError, TimeoutError) as exc:
+        log.warning("count_tokens_unavailable", provider=route.provider_name, error=type(exc).__name__)
+        return None
+    if response.status_code != 200:
+        log.warning("count_tokens_unavailable", provider=route.provider_name, status=response.status_code)
+        return None
+    try:
+        tokens = orjson.loads(response.content).get("input_tokens")
+    except (orjson.JSONDecodeError, AttributeError):
+        tokens = None
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+        log.warning("count_tokens_unreadable", provider=route.provider_name)
+        return None
+    return tokens
+
+
+def confirmer(
+    pool: UpstreamPool, route: Route, body: Mapping[str, Any], headers: Mapping[str, str], *, query: str = ""
+) -> Confirm | None:
+    """What asks ``route``'s provider for the count of ``body``; None when that provider offers none."""
+    if not offers_count(route):
+        return None
+
+    async def confirm() -> int | None:
+        return await provider_count(pool, route, body, headers, query=query)
+
+    return confirm

@@ -1,0 +1,123 @@
+"""``POST /v1/messages``: the chat flow (count, decide, admit, transform, forward, meter, respond) through
+the Messages adapter, ``gateway.messages.front``; ``gateway.pipeline.Pipeline.messages`` delegates here.
+
+What differs from chat and Responses:
+
+- only models of ``kind: anthropic`` providers serve it (the gateway does not translate between APIs); a
+  reroute or a fallback to another kind of provider is left out;
+- the count is an estimate (Claude's tokenizer is not public): near a line it is confirmed with the
+  provider's ``count_tokens`` when the provider offers it (``gateway.messages.confirm``);
+- the query string (``?beta=true``) goes upstream with the request;
+- a request sent to another model than the one asked for (a reroute, a fallback) goes without the
+  thinking blocks whose signatures only the model asked for can verify, and says so in
+  ``x-gateway-thinking-dropped`` (``gateway.messages.thinking``); in the middle of a tool loop, whose
+  assistant message must then start with its thinking, it goes without ``thinking`` for that turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway import body as bodies
+from gateway.admission import Hold
+from gateway.body import headers_of
+from gateway.errors import InvalidRequest
+from gateway.messages import reply
+from gateway.messages.confirm import confirmer
+from gateway.messages.front import MESSAGES, check_messages
+from gateway.messages.thinking import for_another_model
+from gateway.pipeline import Pipeline, admitted
+from gateway.planning import Plan, planned_body
+from gateway.record import notify, notify_soon
+from gateway.responses.calls import with_query
+from gateway.runtime import Route
+from gateway.upstream import send
+
+THINKING_DROPPED = "x-gateway-thinking-dropped"
+
+
+async def create(pipeline: Pipeline, request: Request) -> Response:
+    record = pipeline.begin(request, "messages")
+    hold = Hold(pipeline.budgets)
+    async with pipeline.failing(record, hold):
+        runtime = pipeline.store.current
+        record.tenant = pipeline.authenticate(runtime, request)
+        raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
+        body = bodies.parse_object(raw)
+        record.requested_model = model = check_messages(body)
+        record.stream = body.get("stream") is True
+        candidates = anthropic_routes(runtime.serving(model, "chat"), model)
+        headers = headers_of(request)
+        confirm = confirmer(pipeline.pool, candidates[0], body, headers, query=request.url.query)
+        always = confirm is not None and candidates[0].provider.confirm_messages_counts == "always"
+        plan = await pipeline.plan(
+            runtime, request, record, hold, body, len(raw), MESSAGES, None, confirm,
+            confirm_always=always,
+        )  # fmt: skip
+        decided = plan.decision.model if plan.decision is not None else model
+        routes = anthropic_routes(admitted(runtime, plan, model), decided)
+        sent = Bodies(raw, plan, asked=candidates[0])
+        exchange = await send(
+            pipeline.pool,
+            routes,
+            path=with_query("/messages", request),
+            body_for=sent.for_route,
+            incoming_headers=headers,
+            stream=record.stream,
+            expect_json=not record.stream,
+        )
+    await pipeline.note_sent(runtime, record, plan, exchange, body)
+    extra = sent.headers(exchange.route)
+    if record.stream:
+        called = exchange.route.public_model
+        return reply.relay(
+            record,
+            exchange,
+            extra=extra,
+            count_text=lambda text: runtime.counter.count_text(called, text),
+            done=lambda: notify(pipeline.observers, record),
+        )
+    response = reply.complete(record, exchange, extra=extra)
+    notify_soon(pipeline.observers, record)
+    return response
+
+
+def anthropic_routes(routes: Iterable[Route], model: str) -> tuple[Route, ...]:
+    """The routes that speak Messages (``kind: anthropic`` providers), in order; a 400 when none does."""
+    served = tuple(route for route in routes if route.provider.kind == "anthropic")
+    if not served:
+        raise InvalidRequest(
+            f"The model '{model}' is not served by an Anthropic provider (kind: anthropic), so it cannot "
+            "be called on /v1/messages (its API is /v1/chat/completions or /v1/responses).",
+            param="model",
+            code="model_not_supported",
+        )
+    return served
+
+
+class Bodies:
+    """The body each route gets: the planned one, and for another model than the one asked for, without
+    the thinking blocks it could not verify (how many were left out, per route, for the header)."""
+
+    def __init__(self, raw: bytes, plan: Plan, *, asked: Route) -> None:
+        self._raw = raw
+        self._plan = plan
+        self._asked = asked.upstream_model
+        self._dropped: dict[str, int] = {}
+
+    def for_route(self, route: Route) -> bytes:
+        if route.upstream_model == self._asked:
+            return planned_body(self._raw, self._plan, route)
+        changed, dropped = for_another_model(self._plan.body, route.upstream_model)
+        if not dropped:
+            return planned_body(self._raw, self._plan, route)
+        self._dropped[route.public_model] = dropped
+        return orjson.dumps(changed)
+
+    def headers(self, route: Route) -> dict[str, str]:
+        dropped = self._dropped.get(route.public_model)
+        return {THINKING_DROPPED: str(dropped)} if dropped else {}

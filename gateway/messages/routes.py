@@ -1,0 +1,117 @@
+"""The HTTP handlers of the Messages front: a few lines each, the work is in the pipeline. Every error on
+them is answered in Anthropic's shape (``gateway.messages.errors``).
+
+Beside ``POST /v1/messages`` and its ``count_tokens``, what Claude Code also calls: ``GET /v1/models`` (and
+``/v1/models/{id}``) with ``anthropic-version`` gets Anthropic's list format, and
+``POST /api/event_logging/batch`` (the client's telemetry) is answered here, 204, and never forwarded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway import routes
+from gateway.errors import ModelNotFound
+from gateway.messages.errors import anthropic_errors
+from gateway.routes import json_response, state_of
+from gateway.runtime import Route, Runtime
+
+EPOCH = "1970-01-01T00:00:00Z"
+"""``created_at`` of every listed model: the config does not say when a model was released."""
+DEFAULT_LIMIT, MAX_LIMIT = 20, 1000
+
+
+@anthropic_errors
+async def create(request: Request) -> Response:
+    return await state_of(request).pipeline.messages(request)
+
+
+@anthropic_errors
+async def count_tokens(request: Request) -> Response:
+    return await state_of(request).pipeline.messages_count_tokens(request)
+
+
+async def event_logging(request: Request) -> Response:
+    """The client's telemetry: nothing to forward, nothing to keep."""
+    return Response(status_code=204)
+
+
+def wants_anthropic(request: Request) -> bool:
+    """A request from an Anthropic client (its SDKs and Claude Code send ``anthropic-version``)."""
+    return "anthropic-version" in request.headers
+
+
+async def models(request: Request) -> Response:
+    """``GET /v1/models``: Anthropic's list for an Anthropic client, else OpenAI's."""
+    if wants_anthropic(request):
+        return await list_models(request)
+    return await routes.list_models(request)
+
+
+async def model(request: Request) -> Response:
+    """``GET /v1/models/{model}``: Anthropic's model object for an Anthropic client, else OpenAI's."""
+    if wants_anthropic(request):
+        return await retrieve_model(request)
+    return await routes.retrieve_model(request)
+
+
+@anthropic_errors
+async def list_models(request: Request) -> Response:
+    """The models served on /v1/messages, in Anthropic's paged list (``limit``, ``after_id``,
+    ``before_id``)."""
+    state = state_of(request)
+    runtime = state.store.current
+    state.pipeline.authenticate(runtime, request)
+    page, more = paged(messages_models(runtime), request.query_params)
+    return json_response(
+        {
+            "data": [model_object(name) for name in page],
+            "has_more": more,
+            "first_id": page[0] if page else None,
+            "last_id": page[-1] if page else None,
+        }
+    )
+
+
+@anthropic_errors
+async def retrieve_model(request: Request) -> Response:
+    state = state_of(request)
+    runtime = state.store.current
+    state.pipeline.authenticate(runtime, request)
+    name = request.path_params["model"]
+    if name not in messages_models(runtime):
+        raise ModelNotFound(f"model: {name}", param="model")
+    return json_response(model_object(name))
+
+
+def messages_models(runtime: Runtime) -> list[str]:
+    """The chat models whose first route is an Anthropic provider, in config order."""
+    return [name for name, (route, *_) in runtime.routes.items() if _served(route)]
+
+
+def _served(route: Route) -> bool:
+    return route.provider.kind == "anthropic" and route.model.kind == "chat"
+
+
+def paged(names: list[str], query: Mapping[str, str]) -> tuple[list[str], bool]:
+    """One page of ``names`` and whether there are more beyond it (in the direction paged)."""
+    limit = _limit(query.get("limit"))
+    after, before = query.get("after_id"), query.get("before_id")
+    if before is not None:
+        end = names.index(before) if before in names else len(names)
+        return names[max(0, end - limit) : end], end - limit > 0
+    start = names.index(after) + 1 if after in names else 0
+    return names[start : start + limit], start + limit < len(names)
+
+
+def _limit(value: str | None) -> int:
+    if value is None or not value.isdigit():
+        return DEFAULT_LIMIT
+    return max(1, min(int(value), MAX_LIMIT))
+
+
+def model_object(name: str) -> dict[str, object]:
+    return {"type": "model", "id": name, "display_name": name, "created_at": EPOCH}
