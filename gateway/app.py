@@ -14,6 +14,7 @@ from starlette.requests import Request
 from gateway import routes
 from gateway.admin import admin_config_router
 from gateway.errors import GatewayError
+from gateway.experiments import routes as experiments_routes
 from gateway.ledger import LedgerReader
 from gateway.ledger import routes as ledger_routes
 from gateway.lifespan import open_gateway
@@ -100,6 +101,13 @@ def mount_routes(app: FastAPI) -> None:
     app.include_router(
         sampling_routes.admin_router(
             require_admin=routes.require_admin, get_redis=routes.redis_of, get_config=_sampling
+        )
+    )
+    app.include_router(
+        experiments_routes.admin_router(
+            require_admin=routes.require_admin,
+            get_redis=routes.redis_of,
+            get_config=lambda request: routes.state_of(request).store.current.config,
         )
     )
     # last: any other /v1/* path, forwarded only when the config's passthrough list names it

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from decimal import Decimal
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gateway.experiments.config import ExperimentConfig
 from gateway.ledger.schema import BudgetConfig, LedgerConfig
 from gateway.sampling.config import SamplingConfig
 from gateway.tokens.config import CountingConfig, EncodingName
@@ -155,6 +157,11 @@ class TenantConfig(_Strict):
         description="what usage says of a prompt the gateway rewrote: as forwarded (billed), or as received",
     )
     budget: BudgetConfig | None = None
+    experiments: bool = Field(
+        default=True,
+        description="false: never mirrored to an experiment's candidate nor split to one (data that may not "
+        "go to another model or provider)",
+    )
 
     def key_hashes(self) -> tuple[str, ...]:
         """sha256 hex digests of this tenant's keys; empty keys (an unset variable) never authenticate."""
@@ -237,6 +244,10 @@ class Limits(_Strict):
         ge=0,
         description="prompts of at least this many tokens leave their conversation's cache state",
     )
+    shadow_calls: int = Field(default=16, ge=1, description="experiments' shadow calls in flight per process")
+    shadow_shed_above_requests: int = Field(
+        default=256, ge=1, description="no new shadow call while this many client requests are in flight"
+    )
 
 
 class GatewayConfig(_Strict):
@@ -250,6 +261,9 @@ class GatewayConfig(_Strict):
     counting: CountingConfig = CountingConfig()
     passthrough: tuple[PassthroughRoute, ...] = Field(
         default=(), description="other /v1/* paths forwarded as they are; none by default"
+    )
+    experiments: dict[str, ExperimentConfig] = Field(
+        default_factory=dict, description="shadow and split experiments (gateway.experiments)"
     )
 
     @model_validator(mode="after")
@@ -285,6 +299,8 @@ def reference_problems(config: GatewayConfig) -> list[tuple[Loc, str]]:
                 problems.append((("models", name, "fallbacks", index), f"unknown model {fallback!r}"))
     for index, route in enumerate(config.passthrough):
         problems.extend(_passthrough_problems(config, index, route))
+    for name, experiment in config.experiments.items():
+        problems.extend(_experiment_problems(config, name, experiment))
     seen: dict[str, str] = {}
     for tenant_name, tenant in config.tenants.items():
         for index, key in enumerate(tenant.keys):
@@ -317,6 +333,45 @@ def _passthrough_problems(
                 "name the tenants granted them",
             )
         )
+    return problems
+
+
+_EXPERIMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def _experiment_problems(
+    config: GatewayConfig, name: str, experiment: ExperimentConfig
+) -> list[tuple[Loc, str]]:
+    where: Loc = ("experiments", name)
+    problems: list[tuple[Loc, str]] = []
+    if not _EXPERIMENT_NAME.fullmatch(name):
+        problems.append((where, "an experiment's name is 1-64 letters, digits, '.', '_' or '-'"))
+
+    def chat_model(loc: Loc, model: str) -> None:
+        found = config.models.get(model)
+        if found is None:
+            problems.append((loc, f"unknown model {model!r}"))
+        elif found.kind != "chat":
+            problems.append((loc, f"{model!r} is an embedding model, not a chat model"))
+
+    for index, model in enumerate(experiment.primary):
+        chat_model((*where, "primary", index), model)
+    chat_model((*where, "candidate"), experiment.candidate)
+    if experiment.judge is not None:
+        chat_model((*where, "judge", "model"), experiment.judge.model)
+    if experiment.embedding_model is not None:
+        found = config.models.get(experiment.embedding_model)
+        if found is None or found.kind != "embedding":
+            problems.append(
+                (
+                    (*where, "embedding_model"),
+                    f"{experiment.embedding_model!r} is not a configured embedding model",
+                )
+            )
+    for field in ("tenants", "exclude_tenants"):
+        for index, tenant in enumerate(getattr(experiment.match, field)):
+            if tenant not in config.tenants:
+                problems.append(((*where, "match", field, index), f"unknown tenant {tenant!r}"))
     return problems
 
 

@@ -1,9 +1,10 @@
 """What the app opens when it starts and closes when it stops, in one place and in order.
 
-Closing runs in reverse: background jobs (they may still call the cheap model), the upstream clients,
-the metrics (this process's gauges leave the sums), the sampler's writer, the ledger (drained to Redis,
-else to the spool), Redis, and the embedded Redis last. The server has stopped accepting and let the
-requests in flight finish (up to ``graceful_timeout``) before any of this runs.
+Closing runs in reverse: experiments' shadow calls (they bill the experiment), background jobs (they may
+still call the cheap model), the upstream clients, the metrics (this process's gauges leave the sums), the
+sampler's writer, the ledger (drained to Redis, else to the spool), Redis, and the embedded Redis last.
+The server has stopped accepting and let the requests in flight finish (up to ``graceful_timeout``)
+before any of this runs.
 """
 
 from __future__ import annotations
@@ -161,6 +162,7 @@ async def open_gateway(
         budgets=Budgets(redis, budget_of=live.budget_of, config=ledger_config),
         conversations=conversations,
     )
+    stack.push_async_callback(pipeline.experiments.aclose)  # before the pool and the ledger: shadow calls end
     return GatewayState(
         settings=settings,
         store=store,

@@ -48,6 +48,10 @@ def _positive_int(value: object) -> int | None:
 MAIN_CALL = "request"
 """The kind of a request's own upstream call (side calls carry theirs: summary, embeddings)."""
 
+SHADOW_CALL = "shadow"
+"""The kind of an experiment's call to its candidate (``gateway.experiments.shadow``): billed to the
+experiment, with no saving."""
+
 EventSink = Callable[[CostEvent, str], None]
 """Also told of every event with its kind (the metrics count them), so a request is priced once."""
 
@@ -87,7 +91,8 @@ class LedgerRecorder:
         tenant = record.bill_tenant or record.tenant.name
         events = []
         if record.called_model is not None and record.pending_response is None:
-            events.append((self.main_event(record, config, tenant), MAIN_CALL))
+            kind = SHADOW_CALL if record.endpoint == SHADOW_CALL else MAIN_CALL
+            events.append((self.main_event(record, config, tenant), kind))
         kinds: Counter[str] = Counter()
         for call in record.side_calls:
             kinds[call.kind] += 1
@@ -101,7 +106,7 @@ class LedgerRecorder:
         unchanged, basis = counterfactual_usage(record, usage)
         counterfactual = cost.total_nanos if cost else 0
         if basis is not Basis.FORWARDED:
-            priced = cost_of(unchanged, config, record.requested_model or "")
+            priced = cost_of(unchanged, config, record.routed_model or record.requested_model or "")
             counterfactual = priced.total_nanos if priced is not None else counterfactual
         fields = _priced(usage, cost)
         fields["cost_nanos"] += record.flat_cost_nanos
@@ -114,6 +119,7 @@ class LedgerRecorder:
             model=record.called_model,
             provider=record.provider or "",
             action=record.action,
+            parent_id=record.parent_id,
             counterfactual_nanos=counterfactual + record.flat_cost_nanos,
             status=record.status,
             latency_ms=int((record.total_seconds or 0) * 1000),

@@ -36,6 +36,8 @@ from gateway.errors import (
     UpstreamExhausted,
     UpstreamInvalidAnswer,
 )
+from gateway.experiments.answer import answer_of
+from gateway.experiments.live import Experiments
 from gateway.ledger import Budgets
 from gateway.metering import max_cost_nanos
 from gateway.money import nanos_from_usd
@@ -110,6 +112,10 @@ class Pipeline:
             redis, prefix=store.current.config.ledger.key_prefix
         )
         self.settler = Settler(self.memory, observers=observers, store=store, pool=pool)
+        self.experiments = Experiments(
+            store=store, pool=pool, redis=redis, observers=observers, background=background, services=self
+        )
+        self.observers = (*observers, self.experiments)  # last: it reads the cost the ledger's observer set
 
     # --- steps 1-2: who is calling, and what do they send -------------------------------------------
 
@@ -139,11 +145,17 @@ class Pipeline:
             record.requested_model = model = bodies.check_chat(body)
             record.stream = body.get("stream") is True
             runtime.serving(model, "chat")  # 404 for an unknown model, 400 for an embedding one: no counting
-            plan = await self.plan(runtime, request, record, hold, body, len(raw))
+            if runtime.experiments.splits:
+                routed = await self.experiments.route(
+                    runtime, record, body, headers_of(request), lambda: body["messages"]
+                )
+                if routed is not None:
+                    record.routed_model = model = routed
+            plan = await self.plan(runtime, request, record, hold, body, len(raw), model=model)
             add_usage = record.stream and not _include_usage(body)
             exchange = await send(
                 self.pool,
-                admitted(runtime, plan, record.requested_model),
+                admitted(runtime, plan, model),
                 path="/chat/completions",
                 body_for=lambda route: planned_body(raw, plan, route, add_usage=add_usage),
                 incoming_headers=headers_of(request),
@@ -151,6 +163,10 @@ class Pipeline:
                 expect_json=not record.stream,
             )
         await self.note_sent(runtime, record, plan, exchange, body)
+        if runtime.experiments.shadows:
+            self.experiments.watch(runtime, record, body, headers_of(request), CHAT)
+            if record.shadow_jobs and not record.stream:
+                record.answer = answer_of(exchange.data)
         if record.stream:
             return self.relay_stream(
                 record, exchange, strip_usage_chunk=add_usage, logprobs=bool(body.get("logprobs"))
@@ -173,9 +189,23 @@ class Pipeline:
             previous = body.get("previous_response_id")
             remembered = await check_references(self.memory, runtime, tenant.name, body)
             stored = stored_history(previous, remembered)
+            if runtime.experiments.splits:
+                routed = await self.experiments.route(
+                    runtime,
+                    record,
+                    body,
+                    headers_of(request),
+                    lambda: RESPONSES.messages(body),
+                    chained_model=remembered.model if remembered is not None else None,
+                )
+                if routed is not None:
+                    record.routed_model = model = routed
+                    candidates = runtime.serving(routed, "chat")
             counted_by = route_for_chain(candidates, remembered) if stored else candidates[0]
             confirm = confirmer(self.pool, counted_by, body, headers_of(request))
-            plan = await self.plan(runtime, request, record, hold, body, len(raw), RESPONSES, stored, confirm)
+            plan = await self.plan(
+                runtime, request, record, hold, body, len(raw), RESPONSES, stored, confirm, model=model
+            )
             routes = admitted(runtime, plan, model)
             if stored is not None:
                 provider = remembered.provider if remembered else candidates[0].provider_name
@@ -196,6 +226,10 @@ class Pipeline:
                 expect_json=not record.stream,
             )
         await self.note_sent(runtime, record, plan, exchange, body if stored is None else None)
+        if runtime.experiments.shadows and stored is None:
+            self.experiments.watch(runtime, record, body, headers_of(request), RESPONSES)
+            if record.shadow_jobs and not record.stream:
+                record.answer = answer_of(exchange.data)
         remember = remembering(
             self.memory,
             record,
@@ -235,11 +269,14 @@ class Pipeline:
         stored: StoredHistory | None = None,
         confirm: Confirm | None = None,
         *,
+        model: str | None = None,
         confirm_always: bool = False,
     ) -> Plan:
-        """Steps 3-6: count, decide, admit (the budget hold), transform; the plan lands in the record."""
+        """Steps 3-6: count, decide, admit (the budget hold), transform; the plan lands in the record.
+        ``model``: the model to plan for, when a split experiment routed the request to another than the
+        one it asked for."""
         assert record.tenant is not None and record.requested_model is not None
-        model = record.requested_model
+        model = model or record.requested_model
         caps = {"max_completion_tokens": body.get("max_output_tokens")} if front is RESPONSES else body
 
         async def conversation(count: TokenCount) -> CacheFacts | None:
@@ -502,6 +539,7 @@ class Pipeline:
                 strip_usage_chunk=strip_usage_chunk,
                 started=exchange.started,
                 report_prompt_tokens=record.report_prompt_tokens,
+                collect_calls=bool(record.shadow_jobs),
             ),
             tally=LogprobTally() if logprobs else None,
             done=lambda: notify(self.observers, record),
@@ -517,7 +555,7 @@ def conversation_trace(
     return trace_of(
         runtime.config,
         tenant=record.tenant.name,
-        model=record.requested_model,
+        model=record.routed_model or record.requested_model,
         called_model=called_model,
         body=body,
         plan=plan,

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from gateway.conversations.counterfactual import CounterfactualCache
     from gateway.conversations.pricing import Looked
     from gateway.conversations.trace import ConversationTrace
+    from gateway.experiments.answer import Answer
+    from gateway.experiments.shadow import ShadowJob
 
 log = structlog.get_logger("gateway.observers")
 
@@ -51,6 +53,8 @@ class RequestRecord:
     started_at: float = field(default_factory=time.time)
     tenant: Tenant | None = None
     requested_model: str | None = None
+    routed_model: str | None = None
+    """The model a split experiment sent the request to instead of the one it asked for."""
     called_model: str | None = None
     provider: str | None = None
     action: str = "forward"
@@ -115,6 +119,17 @@ class RequestRecord:
     """Billed on top of the priced usage: a passthrough entry's ``price_usd``."""
     probe: bool = False
     """The request was marked ``x-gateway-probe: 1`` (``gateway.sampling.is_probe``): always sampled."""
+    experiment: str | None = None
+    """``<name>; arm=<primary|candidate>``: the split experiment that routed the request
+    (``x-gateway-experiment``)."""
+    watched: tuple[str, ...] = ()
+    """The experiments whose traffic the request is (``gateway.experiments``)."""
+    shadow_jobs: tuple[ShadowJob, ...] = ()
+    """Shadow calls to make once the request is over (it was sampled by a shadow experiment)."""
+    answer: Answer | None = None
+    """What the model answered, kept only for a request with shadow calls to compare it with."""
+    offered_tools: bool = False
+    """The request offered tools (kept for an experiment's pairs)."""
 
 
 Observer = Callable[[RequestRecord], None]

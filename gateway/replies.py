@@ -12,6 +12,7 @@ import httpx
 from starlette.responses import Response, StreamingResponse
 
 from gateway.body import json_object
+from gateway.experiments.answer import streamed_chat_answer
 from gateway.record import RequestRecord
 from gateway.sampling.logprobs import LogprobTally, completion_logprobs
 from gateway.streaming import ChatStreamReader
@@ -42,6 +43,8 @@ def headers(record: RequestRecord, upstream: httpx.Response | None = None) -> di
         out["x-gateway-proposed-action"] = record.proposed_action
     if record.reason:
         out["x-gateway-reason"] = record.reason
+    if record.experiment:
+        out["x-gateway-experiment"] = record.experiment
     if upstream is not None:
         for name, value in upstream.headers.items():
             if name.startswith(PASSED_UPSTREAM_HEADERS):
@@ -154,6 +157,8 @@ def relay(
             summary = tally.summary() if tally is not None else None
             if summary is not None:
                 summary.apply(record)
+            if reader.collect_calls:
+                record.answer = streamed_chat_answer(reader.answer_text, reader.calls, reader.finish_reason)
             done()
 
     return StreamingResponse(

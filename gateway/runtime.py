@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from gateway.auth import KeyRing
 from gateway.config import GatewayConfig, ModelConfig, ProviderConfig
 from gateway.errors import InvalidRequest, ModelNotFound
+from gateway.experiments.matching import EMPTY, ExperimentIndex, index_of
 from gateway.passthrough import PassthroughRules
 from gateway.tokens.counter import TokenCounter
 from policies import ModelFacts, PolicyEngine, load_default
@@ -32,6 +33,7 @@ class Runtime:
     engine: PolicyEngine
     counter: TokenCounter
     passthrough: PassthroughRules
+    experiments: ExperimentIndex = EMPTY
 
     def candidates(self, model: str) -> tuple[Route, ...]:
         routes = self.routes.get(model)
@@ -112,4 +114,5 @@ def build_runtime(config: GatewayConfig, *, counter: TokenCounter | None = None)
         if counter is not None
         else TokenCounter.build(config.counting, config.models),
         passthrough=PassthroughRules(config.passthrough),
+        experiments=index_of(config),
     )

@@ -24,7 +24,12 @@ class ChatStreamReader:
     """Feed upstream bytes in; get the bytes to send to the client out, whole events at a time."""
 
     def __init__(
-        self, *, strip_usage_chunk: bool, started: float, report_prompt_tokens: int | None = None
+        self,
+        *,
+        strip_usage_chunk: bool,
+        started: float,
+        report_prompt_tokens: int | None = None,
+        collect_calls: bool = False,
     ) -> None:
         self.strip_usage_chunk = strip_usage_chunk
         self.report_prompt_tokens = report_prompt_tokens
@@ -35,6 +40,12 @@ class ChatStreamReader:
         self.usage: dict[str, Any] | None = None
         self.done = False
         self.output_parts: list[str] = []
+        self.collect_calls = collect_calls
+        """Also assemble the answer's text and tool calls apart (``text_parts``, ``calls``): for an
+        experiment's comparison, so only on the requests it compares."""
+        self.text_parts: list[str] = []
+        self.calls: dict[int, tuple[str, str]] = {}
+        """Tool calls by index: (name, arguments) as assembled from the deltas."""
         self.on_chunk: Callable[[dict[str, Any]], None] | None = None
         """Called with every parsed chunk (e.g. to tally logprobs)."""
         self._splitter = EventSplitter()
@@ -116,6 +127,10 @@ class ChatStreamReader:
                     self.first_token_seconds = time.perf_counter() - self.started
                 if isinstance(content, str):
                     self.output_parts.append(content)
+                    if self.collect_calls:
+                        self.text_parts.append(content)
+                if self.collect_calls and isinstance(calls, list):
+                    self._collect(calls)
                 for call in calls if isinstance(calls, list) else ():
                     function = call.get("function") if isinstance(call, dict) else None
                     for key in ("name", "arguments"):
@@ -126,6 +141,25 @@ class ChatStreamReader:
             if reason and isinstance(reason, str):
                 self.finish_reason = reason
 
+    def _collect(self, calls: list[Any]) -> None:
+        for call in calls:
+            if not isinstance(call, dict):
+                continue
+            index = call.get("index")
+            index = index if type(index) is int else len(self.calls)
+            function = call.get("function")
+            function = function if isinstance(function, dict) else {}
+            name, arguments = self.calls.get(index, ("", ""))
+            part_name, part_arguments = function.get("name"), function.get("arguments")
+            name += part_name if isinstance(part_name, str) else ""
+            arguments += part_arguments if isinstance(part_arguments, str) else ""
+            self.calls[index] = (name, arguments)
+
     @property
     def output_text(self) -> str:
         return "".join(self.output_parts)
+
+    @property
+    def answer_text(self) -> str:
+        """The answer's text alone (``collect_calls``), without the tool calls' names and arguments."""
+        return "".join(self.text_parts)

@@ -33,13 +33,23 @@ MAX_RETRIEVERS = 64
 class UpstreamCompleter:
     """The cheap model, called like any other chat model; each call lands in the record as a side call."""
 
-    def __init__(self, pool: UpstreamPool, runtime: Runtime, model: str, record: RequestRecord) -> None:
+    def __init__(
+        self,
+        pool: UpstreamPool,
+        runtime: Runtime,
+        model: str,
+        record: RequestRecord,
+        *,
+        kind: str = "summary",
+    ) -> None:
         self._pool, self._runtime, self._model, self._record = pool, runtime, model, record
+        self._kind = kind
+        """The side call's kind in the ledger (``summary``; an experiment's ``judge``)."""
 
     async def complete(self, messages: Sequence[Message], *, max_tokens: int) -> str:
         body = {"messages": list(messages), "max_completion_tokens": max_tokens, "stream": False}
         data = await _call(
-            self._pool, self._runtime, self._model, "/chat/completions", body, self._record, "summary"
+            self._pool, self._runtime, self._model, "/chat/completions", body, self._record, self._kind
         )
         try:
             content = data["choices"][0]["message"]["content"]

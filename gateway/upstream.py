@@ -273,6 +273,7 @@ async def send(
     method: str = "POST",
     content_type: str = "application/json",
     expect_json: bool = False,
+    attempts_per_route: int | None = None,
 ) -> Exchange:
     """Send to the first candidate that answers with success; retry each, then fall back to the next.
 
@@ -280,7 +281,8 @@ async def send(
     retried too. For a streaming call this returns once the headers are in: nothing has gone to the
     client yet, and from then on nothing is retried. ``expect_json``: a success whose body is not a JSON
     object (an HTML page from a proxy, a cut body) is an upstream error, not an answer (502, not retried:
-    the provider may have run the request).
+    the provider may have run the request). ``attempts_per_route``: at most this many attempts on each
+    candidate, whatever its provider's ``retry.attempts`` (1: never retried, an experiment's shadow call).
     """
     causes: list[BaseException] = []
     timed_out: list[TimedOut] = []
@@ -298,7 +300,9 @@ async def send(
         )
         counter = _Attempts(attempts, timed_out, failures)
         try:
-            exchange = await _call_route(client, request, route, counter, stream=stream)
+            exchange = await _call_route(
+                client, request, route, counter, stream=stream, limit=attempts_per_route
+            )
         except RetryableStatus as exc:
             causes.append(exc)
             last = exc.rejected
@@ -354,9 +358,17 @@ class _Attempts:
 
 
 async def _call_route(
-    client: httpx.AsyncClient, request: httpx.Request, route: Route, attempts: _Attempts, *, stream: bool
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    route: Route,
+    attempts: _Attempts,
+    *,
+    stream: bool,
+    limit: int | None = None,
 ) -> Exchange:
-    """All attempts on one candidate; the first one runs without any retry machinery (the common case)."""
+    """All attempts on one candidate (its provider's ``retry.attempts``, at most ``limit``); the first one
+    runs without any retry machinery (the common case)."""
+    allowed = route.provider.retry.attempts if limit is None else min(limit, route.provider.retry.attempts)
 
     async def once() -> Exchange:
         attempts.count += 1
@@ -373,12 +385,12 @@ async def _call_route(
     try:
         return await once()
     except (RetryableStatus, httpx.TransportError) as first:
-        if route.provider.retry.attempts == 1:
+        if allowed == 1:
             raise
         backoff = Backoff(route.provider)
         await anyio.sleep(backoff.delay(first, 1))
     async for attempt in AsyncRetrying(
-        stop=stop_after_attempt(route.provider.retry.attempts - 1),
+        stop=stop_after_attempt(allowed - 1),
         wait=_TenacityWait(backoff),
         retry=retry_if_exception(_retryable),
         reraise=True,

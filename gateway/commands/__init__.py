@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from gateway.commands import check_config, costs, count, hash_key, probes, serve
+from gateway.commands import check_config, costs, count, experiments, hash_key, probes, serve
 
 Register = Callable[["argparse._SubParsersAction[Any]"], None]
 
@@ -19,4 +19,5 @@ COMMANDS: tuple[Register, ...] = (
     count.register,
     costs.register,
     probes.register,
+    experiments.register,
 )

@@ -42,6 +42,15 @@ def run(args: argparse.Namespace) -> int:
             tiers = f", price tier above {model.pricing.tiers[0].above_input_tokens:,}"
         upstream = f"{model.provider}/{model.upstream_model or name}"
         print(f"  model {name} ({model.kind}): {upstream}{tiers}{fallbacks}")
+    for name, experiment in config.experiments.items():
+        state = "" if experiment.enabled else " (disabled)"
+        budget = (
+            f", ${experiment.budget_usd_per_day}/day" if experiment.budget_usd_per_day is not None else ""
+        )
+        print(
+            f"  experiment {name} ({experiment.mode}{state}): {', '.join(experiment.primary)} -> "
+            f"{experiment.candidate}, {experiment.sample_rate:.0%}{budget}"
+        )
     print()
     for view in describe(build_engine(config)):
         bands = view.bands

@@ -26,6 +26,7 @@ from gateway import body as bodies
 from gateway.admission import Hold
 from gateway.body import headers_of
 from gateway.errors import InvalidRequest
+from gateway.experiments.answer import answer_of
 from gateway.messages import reply
 from gateway.messages.confirm import confirmer
 from gateway.messages.front import MESSAGES, check_messages
@@ -52,10 +53,17 @@ async def create(pipeline: Pipeline, request: Request) -> Response:
         record.stream = body.get("stream") is True
         candidates = anthropic_routes(runtime.serving(model, "chat"), model)
         headers = headers_of(request)
+        if runtime.experiments.splits:
+            routed = await pipeline.experiments.route(
+                runtime, record, body, headers, lambda: MESSAGES.messages(body), api="anthropic"
+            )
+            if routed is not None:
+                record.routed_model = model = routed
+                candidates = anthropic_routes(runtime.serving(model, "chat"), model)
         confirm = confirmer(pipeline.pool, candidates[0], body, headers, query=request.url.query)
         always = confirm is not None and candidates[0].provider.confirm_messages_counts == "always"
         plan = await pipeline.plan(
-            runtime, request, record, hold, body, len(raw), MESSAGES, None, confirm,
+            runtime, request, record, hold, body, len(raw), MESSAGES, None, confirm, model=model,
             confirm_always=always,
         )  # fmt: skip
         decided = plan.decision.model if plan.decision is not None else model
@@ -71,6 +79,12 @@ async def create(pipeline: Pipeline, request: Request) -> Response:
             expect_json=not record.stream,
         )
     await pipeline.note_sent(runtime, record, plan, exchange, body)
+    if runtime.experiments.shadows:
+        pipeline.experiments.watch(
+            runtime, record, body, headers, MESSAGES, path=with_query("/messages", request), api="anthropic"
+        )
+        if record.shadow_jobs and not record.stream:
+            record.answer = answer_of(exchange.data)
     extra = sent.headers(exchange.route)
     if record.stream:
         called = exchange.route.public_model

@@ -120,6 +120,12 @@ def main() -> None:
     parser.add_argument("--profile", help="record py-spy raw stacks to PROFILE-{plain,stream}.txt")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--api", choices=list(PATHS), default="chat")
+    parser.add_argument(
+        "--experiment",
+        choices=["none", "nomatch", "shadow10"],
+        default="none",
+        help="nomatch: a shadow experiment on another model; shadow10: one shadowing 10%% of the requests",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
@@ -138,6 +144,18 @@ def main() -> None:
                 "context_window": 1_000_000,
                 "pricing": {"input": "3.00", "cached_input": "0.30", "output": "15.00"},
             }
+            if args.experiment != "none":
+                config["models"]["gpt-5.2"]["pricing"] = {"input": "1.00", "output": "4.00"}
+                config["experiments"] = {
+                    "bench": {
+                        "mode": "shadow",
+                        "primary": ["small" if args.experiment == "nomatch" else "gpt-5.4"],
+                        "candidate": "gpt-5.2",
+                        "sample_rate": 0.1,
+                        "budget_usd_per_day": 1_000_000,
+                        "max_concurrency": 64,
+                    }
+                }
             path = write_config(tmp_path / "gateway.yaml", config)
             env = {
                 "GATEWAY_CONFIG": str(path),
@@ -163,7 +181,7 @@ def main() -> None:
                         args.api,
                     )
                 )
-                print(f"upstream transport: {args.transport}; api: {args.api}")
+                print(f"upstream transport: {args.transport}; api: {args.api}; experiment: {args.experiment}")
 
 
 if __name__ == "__main__":

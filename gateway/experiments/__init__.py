@@ -1,0 +1,7 @@
+"""Experiments: try a candidate model on live traffic before switching to it.
+
+``shadow`` mirrors a sample of matching requests to the candidate after the primary's answer is handed
+over and compares the two answers; ``split`` routes a share of matching conversations to the candidate,
+sticky per conversation. Both are observers and one routing step; neither is on a request's path unless
+it matches.
+"""

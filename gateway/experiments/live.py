@@ -1,0 +1,205 @@
+"""The pipeline's view of experiments: the split routing step before counting, the watch after the
+primary's answer, and the observer that tallies matching traffic and launches shadow calls.
+
+A request whose model no experiment watches pays a dict lookup in each step and nothing else.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
+
+import redis.asyncio as aioredis
+import structlog
+
+from gateway.background import Background
+from gateway.experiments.config import bill_tenant
+from gateway.experiments.matching import matches, sampled
+from gateway.experiments.shadow import (
+    PATHS,
+    SHADOW,
+    ShadowJob,
+    ShadowRunner,
+    ShadowServices,
+    bucket_low,
+    side_of,
+)
+from gateway.experiments.split import arm_of, conversation_key
+from gateway.experiments.store import ExperimentKeys, add_pairs, add_traffic
+from gateway.experiments.tally import Tally
+from gateway.ledger import BudgetConfig, Budgets
+from gateway.planning import Front
+from gateway.record import Observer, RequestRecord
+from gateway.reload import ConfigStore
+from gateway.runtime import Runtime
+from gateway.upstream import UpstreamPool
+
+log = structlog.get_logger("gateway.experiments")
+EXPERIMENT_HEADER = "x-gateway-experiment"
+
+
+class Experiments:
+    def __init__(
+        self,
+        *,
+        store: ConfigStore,
+        pool: UpstreamPool,
+        redis: aioredis.Redis,
+        observers: tuple[Observer, ...],
+        background: Background,
+        services: ShadowServices,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.redis = redis
+        self.keys = ExperimentKeys(store.current.config.ledger.key_prefix)
+        self.background = background
+        self.clock = clock
+        self.tally = Tally(
+            lambda name, day, counts: add_traffic(redis, self.keys, name, day, counts),
+            lambda pairs: add_pairs(redis, self.keys, pairs),
+        )
+        self.runner = ShadowRunner(
+            store=store,
+            pool=pool,
+            budgets=Budgets(redis, budget_of=self.budget_of, config=store.current.config.ledger),
+            services=services,
+            observers=observers,
+            tally=self.tally,
+            pairs=self.store_pair,
+            clock=clock,
+        )
+
+    def budget_of(self, tenant: str) -> BudgetConfig | None:
+        """The daily budget of an experiment's ledger tenant (``experiment:<name>``)."""
+        for name, experiment in self.store.current.config.experiments.items():
+            if bill_tenant(name) == tenant and experiment.budget_usd_per_day is not None:
+                return BudgetConfig(daily_usd=experiment.budget_usd_per_day, on_redis_down="closed")
+        return None
+
+    # --- split: before counting ------------------------------------------------------------------
+
+    async def route(
+        self,
+        runtime: Runtime,
+        record: RequestRecord,
+        body: Mapping[str, Any],
+        headers: Mapping[str, str],
+        messages: Callable[[], list[Any]],
+        *,
+        chained_model: str | None = None,
+        api: str = "openai",
+    ) -> str | None:
+        """The model a split sends this request to instead of the one asked for (None: the one asked
+        for). ``chained_model``: the model that produced the stored response this turn continues."""
+        model, tenant = record.requested_model, record.tenant
+        watches = runtime.experiments.splits.get(model or "")
+        if not watches or tenant is None or record.probe:
+            return None
+        index = runtime.experiments
+        for watch in watches:
+            if not matches(watch, tenant=tenant.name, headers=headers, tokens=None, index=index, api=api):
+                continue
+            now_ms = int(self.clock() * 1000)
+            if chained_model is not None:
+                on_candidate = chained_model == watch.config.candidate and not watch.config.force_back
+                arm = "candidate" if on_candidate else "primary"
+            else:
+                conversation = conversation_key(tenant.name, body, messages())
+                arm = await arm_of(self.redis, self.keys, watch, conversation)
+            record.experiment = f"{watch.name}; arm={arm}"
+            record.watched = (*record.watched, watch.name)
+            self.tally.add(watch.name, now_ms, f"split_{arm}")
+            return watch.config.candidate if arm == "candidate" else None
+        return None
+
+    # --- shadow: once the primary has answered ---------------------------------------------------
+
+    def watch(
+        self,
+        runtime: Runtime,
+        record: RequestRecord,
+        body: dict[str, Any],
+        headers: Mapping[str, str],
+        front: Front,
+        *,
+        path: str | None = None,
+        api: str = "openai",
+    ) -> None:
+        """Mark the request for the shadow experiments it matches, and keep what a sampled one's
+        candidate call needs. Called once the primary has answered, before the answer is relayed.
+        ``path``: the upstream path the copy goes to (default: the endpoint's), ``api``: the front's."""
+        watches = runtime.experiments.shadows.get(record.requested_model or "")
+        tenant = record.tenant
+        if not watches or tenant is None or record.probe or record.experiment is not None:
+            return
+        tokens = record.prompt_tokens
+        if tokens is None:
+            return
+        index = runtime.experiments
+        for watch in watches:
+            check = partial(
+                matches, watch, tenant=tenant.name, headers=headers, tokens=tokens, index=index, api=api
+            )
+            if not check():
+                if check(opted_out=True):
+                    self.tally.add(watch.name, int(self.clock() * 1000), "excluded")
+                continue
+            record.watched = (*record.watched, watch.name)
+            if sampled(watch, record.request_id):
+                job = ShadowJob(
+                    watch=watch,
+                    request_id=record.request_id,
+                    tenant=tenant,
+                    endpoint=record.endpoint,
+                    body=body,
+                    headers=dict(headers),
+                    stream=record.stream,
+                    tokens=tokens,
+                    front=front,
+                    path=path or PATHS[record.endpoint],
+                )
+                record.shadow_jobs = (*record.shadow_jobs, job)
+
+    def __call__(self, record: RequestRecord) -> None:
+        """The observer: count the matching request, launch its shadow calls."""
+        if not record.watched or record.endpoint == SHADOW:
+            return
+        now_ms = int(self.clock() * 1000)
+        edges = self.store.current.config.sampling.buckets
+        low = bucket_low(record.prompt_tokens or 0, edges)
+        for name in record.watched:
+            self.tally.add(name, now_ms, f"n:{low}")
+            self.tally.add(name, now_ms, f"cost:{low}", record.cost_nanos or 0)
+        if record.experiment is not None and record.called_model is not None:
+            self.store_split_pair(record, now_ms)
+        for job in record.shadow_jobs:
+            self.runner.launch(job, record)
+        record.shadow_jobs = ()
+
+    def store_split_pair(self, record: RequestRecord, now_ms: int) -> None:
+        name, _, arm = (record.experiment or "").partition("; arm=")
+        side = side_of(record).to_dict()
+        pair = {
+            "v": 1,
+            "id": record.request_id,
+            "t": now_ms,
+            "tenant": record.tenant.name if record.tenant is not None else "",
+            "mode": "split",
+            "tokens": record.prompt_tokens or 0,
+            "arm": arm,
+            "primary": side if arm == "primary" else None,
+            "candidate": side if arm == "candidate" else None,
+            "agreement": None,
+            "judge": None,
+            "tools": record.offered_tools,
+        }
+        self.store_pair(name, pair)
+
+    def store_pair(self, name: str, pair: dict[str, Any]) -> None:
+        self.tally.add_pair(name, pair)
+
+    async def aclose(self) -> None:
+        await self.runner.aclose()
