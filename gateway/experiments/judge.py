@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 from compressors.protocols import Message
 from gateway.experiments.answer import Answer
@@ -41,19 +40,3 @@ def parse_grade(text: str) -> float | None:
     """The first whole number from 0 to 10 in the judge's answer, as a share of 10; None without one."""
     found = _SCORE.search(text)
     return int(found.group(1)) / 10 if found else None
-
-
-def question_of(messages: Sequence[object]) -> str:
-    """The text of the conversation's latest user turn (what the judge reads as the question)."""
-    for message in reversed(messages):
-        if isinstance(message, dict) and message.get("role") == "user":
-            content = message.get("content")
-            if isinstance(content, str):
-                return content
-            if isinstance(content, list):
-                return " ".join(
-                    part["text"]
-                    for part in content
-                    if isinstance(part, dict) and isinstance(part.get("text"), str)
-                )
-    return ""

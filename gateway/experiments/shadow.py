@@ -15,7 +15,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import orjson
 import structlog
@@ -25,7 +25,7 @@ from gateway.errors import BudgetExceeded, GatewayError
 from gateway.experiments.agreement import Agreement, agreement, cosine, uses_tools
 from gateway.experiments.answer import Answer, answer_of, messages_answer, streamed_chat_answer
 from gateway.experiments.config import ExperimentConfig, bill_tenant
-from gateway.experiments.judge import JUDGE_MAX_TOKENS, judge_messages, parse_grade, question_of
+from gateway.experiments.judge import JUDGE_MAX_TOKENS, judge_messages, parse_grade
 from gateway.experiments.matching import Watch
 from gateway.experiments.tally import Tally
 from gateway.ledger import Budgets, Reservation
@@ -34,7 +34,7 @@ from gateway.messages.stream import MessagesStreamReader
 from gateway.messages.thinking import for_another_model
 from gateway.messages.usage import usage_from_anthropic
 from gateway.metering import SHADOW_CALL, max_cost_nanos
-from gateway.planning import CHAT, Front, Plan, Transforms, plan_chat, planned_body
+from gateway.planning import CHAT, Front, Plan, Transforms, latest_instruction, plan_chat, planned_body
 from gateway.record import Observer, RequestRecord, notify
 from gateway.reload import ConfigStore
 from gateway.responses.stream import ResponsesStreamReader
@@ -285,7 +285,7 @@ class ShadowRunner:
         judge = experiment.judge
         if judge is None or not _sampled_share(job.request_id, judge.sample_rate):
             return None
-        question = question_of(job.front.messages(job.body))
+        question = latest_instruction(job.front.messages(job.body)) or ""
         try:
             text = await UpstreamCompleter(self.pool, runtime, judge.model, record, kind="judge").complete(
                 judge_messages(judge.rubric, question, primary, candidate), max_tokens=JUDGE_MAX_TOKENS
@@ -434,13 +434,7 @@ class _CandidateCall:
             record.finish_reason = found.finish_reason
             return found
         if anthropic:
-            blocks = MessagesStreamReader(started=started, collect=True)
-            try:
-                async for chunk in exchange.response.aiter_raw():
-                    blocks.feed(chunk)
-                blocks.flush()
-            finally:
-                await exchange.response.aclose()
+            blocks = await _drained(exchange, MessagesStreamReader(started=started, collect=True))
             found = messages_answer(
                 [blocks.blocks[index] for index in sorted(blocks.blocks)], blocks.stop_reason
             )
@@ -449,22 +443,11 @@ class _CandidateCall:
                 record.error_type = self.error = str(blocks.error.get("type") or "api_error")
         elif self.job.endpoint == "chat":
             reader = ChatStreamReader(strip_usage_chunk=False, started=started, collect_calls=True)
-            try:
-                async for chunk in exchange.response.aiter_raw():
-                    reader.feed(chunk)
-                reader.flush()
-            finally:
-                await exchange.response.aclose()
+            await _drained(exchange, reader)
             found = streamed_chat_answer(reader.answer_text, reader.calls, reader.finish_reason)
             usage, first = reader.usage, reader.first_token_seconds
         else:
-            events = ResponsesStreamReader(started=started)
-            try:
-                async for chunk in exchange.response.aiter_raw():
-                    events.feed(chunk)
-                events.flush()
-            finally:
-                await exchange.response.aclose()
+            events = await _drained(exchange, ResponsesStreamReader(started=started))
             found = answer_of(events.response)
             usage, first = events.usage, events.first_token_seconds
         self.latency = record.upstream_seconds = time.perf_counter() - started
@@ -487,6 +470,26 @@ class _CandidateCall:
             action=self.action,
             tokens_sent=record.forwarded_tokens,
         )
+
+
+class _Reader(Protocol):
+    def feed(self, chunk: bytes) -> object: ...
+
+    def flush(self) -> object: ...
+
+
+_R = TypeVar("_R", bound=_Reader)
+
+
+async def _drained(exchange: Exchange, reader: _R) -> _R:
+    """``reader`` once it has read the whole stream (the upstream call closed, however it ended)."""
+    try:
+        async for chunk in exchange.response.aiter_raw():
+            reader.feed(chunk)
+        reader.flush()
+    finally:
+        await exchange.response.aclose()
+    return reader
 
 
 def _body_for(job: ShadowJob, raw: bytes, plan: Plan, route: Route) -> bytes:
