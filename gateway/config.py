@@ -246,7 +246,10 @@ class Limits(_Strict):
     )
     shadow_calls: int = Field(default=16, ge=1, description="experiments' shadow calls in flight per process")
     shadow_shed_above_requests: int = Field(
-        default=256, ge=1, description="no new shadow call while this many client requests are in flight"
+        default=256, ge=1, description="no new shadow call while the process runs more tasks than this"
+    )
+    shadow_shed_above_lag_ms: float = Field(
+        default=5.0, gt=0, description="no new shadow call while the event loop runs timers this much late"
     )
 
 

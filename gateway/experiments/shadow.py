@@ -6,7 +6,8 @@ candidate's own cliff and window. It is made once (no retries, no fallbacks), he
 experiment's daily budget (``gateway.ledger.Budgets`` on the ledger tenant ``experiment:<name>``), and
 recorded as a cost event of kind ``shadow`` on that tenant, never the caller's. Shadow calls are bounded
 per experiment and per process and shed, never queued: when no slot is free, or the process is busy with
-client requests, the sample is dropped and counted as ``shed``.
+client requests (its event loop late, ``gateway.experiments.load``, or running many tasks), the sample is
+dropped and counted as ``shed``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from gateway.experiments.agreement import Agreement, agreement, cosine, uses_too
 from gateway.experiments.answer import Answer, answer_of, messages_answer, streamed_chat_answer
 from gateway.experiments.config import ExperimentConfig, bill_tenant
 from gateway.experiments.judge import JUDGE_MAX_TOKENS, judge_messages, parse_grade
+from gateway.experiments.load import LoopLag
 from gateway.experiments.matching import Watch
 from gateway.experiments.tally import Tally
 from gateway.ledger import Budgets, Reservation
@@ -150,6 +152,7 @@ class ShadowRunner:
     clock: Callable[[], float] = time.time
     running: dict[str, int] = field(default_factory=dict)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    lag: LoopLag = field(default_factory=LoopLag)
     stopped: dict[str, _Stopped] = field(default_factory=dict)
     """Experiments whose budget is spent, until the end of the UTC day (or until their budget changes)."""
 
@@ -166,9 +169,11 @@ class ShadowRunner:
             return
         limits = runtime.config.limits
         in_flight = sum(self.running.values())
+        self.lag.watch()
         if (
             self.running.get(name, 0) >= experiment.max_concurrency
             or in_flight >= limits.shadow_calls
+            or self.lag.seconds * 1000 > limits.shadow_shed_above_lag_ms
             or len(asyncio.all_tasks()) > limits.shadow_shed_above_requests
         ):
             self.tally.add(name, now_ms, "shed")
@@ -304,6 +309,7 @@ class ShadowRunner:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
+        await self.lag.aclose()
         await self.tally.aclose()
 
 

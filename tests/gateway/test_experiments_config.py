@@ -172,3 +172,26 @@ def test_the_example_configs_experiments_load_when_uncommented(tmp_path: Path) -
     path.write_text(head + uncommented)
     config = load_config(path, env={"OPENAI_API_KEY": "sk", "DEFAULT_TENANT_KEY": "k"})
     assert set(config.experiments) == {"mini-on-long-chats", "mini-rollout"}
+
+
+@pytest.mark.anyio
+async def test_the_loop_lag_rises_when_the_loop_is_blocked_and_decays_after() -> None:
+    import asyncio
+    import time
+
+    from gateway.experiments.load import LoopLag
+
+    lag = LoopLag(interval=0.01)
+    lag.watch()
+    await asyncio.sleep(0.05)
+    assert lag.seconds < 0.05  # an idle loop runs its timers on time
+    time.sleep(0.2)  # the loop is blocked: the sample under way ends about that late
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert lag.seconds >= 0.1
+    for _ in range(200):
+        if lag.seconds < 0.02:
+            break
+        await asyncio.sleep(0.01)
+    assert lag.seconds < 0.02  # it decays once the loop is free again
+    await lag.aclose()
