@@ -248,8 +248,11 @@ class Limits(_Strict):
     shadow_shed_above_requests: int = Field(
         default=256, ge=1, description="no new shadow call while the process runs more tasks than this"
     )
-    shadow_shed_above_lag_ms: float = Field(
-        default=5.0, gt=0, description="no new shadow call while the event loop runs timers this much late"
+    shadow_shed_above_cpu: float = Field(
+        default=0.8,
+        gt=0,
+        description="no new shadow call while the process used more than this share of a core over the last "
+        "second (a process at capacity)",
     )
 
 

@@ -49,6 +49,7 @@ class RequestLog:
             request_id=record.request_id,
             client_request_id=record.client_request_id,
             tenant=record.tenant.name if record.tenant else None,
+            billed_to=record.bill_tenant,
             endpoint=record.endpoint,
             model=record.requested_model,
             called_model=record.called_model,

@@ -1,39 +1,45 @@
-"""How busy the process is, as shadow calls see it: how late the event loop runs a timer.
+"""How busy the process is, as shadow calls see it: the share of one core it used over the last second.
 
-A process serving all the requests it can runs every callback late; an idle or lightly loaded one runs
-them on time. The lag is sampled every ``interval`` seconds by one task, started with the first shadow
-call (a process without experiments runs none); a rise shows at once, and it decays by ``DECAY`` per
-sample, so one slow moment does not shed shadow calls for long.
+A process serving all the requests it can uses its core fully; a lightly loaded one a small share of it,
+and one slow moment (a large prompt counted inline) barely moves a one-second window. The share is
+sampled every ``interval`` seconds by one task, started with the first shadow call (a process without
+experiments runs none), over the last ``window`` samples.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from collections import deque
 
-INTERVAL_SECONDS = 0.05
-DECAY = 0.7
+INTERVAL_SECONDS = 0.25
+WINDOW = 4
 
 
-class LoopLag:
-    def __init__(self, *, interval: float = INTERVAL_SECONDS) -> None:
+class ProcessLoad:
+    def __init__(self, *, interval: float = INTERVAL_SECONDS, window: int = WINDOW) -> None:
         self.interval = interval
-        self.seconds = 0.0
-        """The recent lag: the last sample, or the decayed earlier one when that is larger."""
+        self.share = 0.0
+        """CPU seconds the process used per second, over the window (1.0: one core, fully)."""
+        self._samples: deque[tuple[float, float]] = deque(maxlen=window + 1)
         self._task: asyncio.Task[None] | None = None
 
     def watch(self) -> None:
         """Start sampling (once)."""
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="loop_lag")
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="process_load")
+
+    def sample(self) -> None:
+        self._samples.append((time.monotonic(), time.process_time()))
+        (first_wall, first_cpu), (last_wall, last_cpu) = self._samples[0], self._samples[-1]
+        if last_wall > first_wall:
+            self.share = (last_cpu - first_cpu) / (last_wall - first_wall)
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
-            started = loop.time()
+            self.sample()
             await asyncio.sleep(self.interval)
-            late = max(0.0, loop.time() - started - self.interval)
-            self.seconds = max(late, self.seconds * DECAY)
 
     async def aclose(self) -> None:
         if self._task is not None:

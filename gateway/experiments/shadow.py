@@ -6,7 +6,7 @@ candidate's own cliff and window. It is made once (no retries, no fallbacks), he
 experiment's daily budget (``gateway.ledger.Budgets`` on the ledger tenant ``experiment:<name>``), and
 recorded as a cost event of kind ``shadow`` on that tenant, never the caller's. Shadow calls are bounded
 per experiment and per process and shed, never queued: when no slot is free, or the process is busy with
-client requests (its event loop late, ``gateway.experiments.load``, or running many tasks), the sample is
+client requests (using most of its core, ``gateway.experiments.load``, or running many tasks), the sample is
 dropped and counted as ``shed``.
 """
 
@@ -27,7 +27,7 @@ from gateway.experiments.agreement import Agreement, agreement, cosine, uses_too
 from gateway.experiments.answer import Answer, answer_of, messages_answer, streamed_chat_answer
 from gateway.experiments.config import ExperimentConfig, bill_tenant
 from gateway.experiments.judge import JUDGE_MAX_TOKENS, judge_messages, parse_grade
-from gateway.experiments.load import LoopLag
+from gateway.experiments.load import ProcessLoad
 from gateway.experiments.matching import Watch
 from gateway.experiments.tally import Tally
 from gateway.ledger import Budgets, Reservation
@@ -152,7 +152,7 @@ class ShadowRunner:
     clock: Callable[[], float] = time.time
     running: dict[str, int] = field(default_factory=dict)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
-    lag: LoopLag = field(default_factory=LoopLag)
+    load: ProcessLoad = field(default_factory=ProcessLoad)
     stopped: dict[str, _Stopped] = field(default_factory=dict)
     """Experiments whose budget is spent, until the end of the UTC day (or until their budget changes)."""
 
@@ -169,11 +169,11 @@ class ShadowRunner:
             return
         limits = runtime.config.limits
         in_flight = sum(self.running.values())
-        self.lag.watch()
+        self.load.watch()
         if (
             self.running.get(name, 0) >= experiment.max_concurrency
             or in_flight >= limits.shadow_calls
-            or self.lag.seconds * 1000 > limits.shadow_shed_above_lag_ms
+            or self.load.share > limits.shadow_shed_above_cpu
             or len(asyncio.all_tasks()) > limits.shadow_shed_above_requests
         ):
             self.tally.add(name, now_ms, "shed")
@@ -309,7 +309,7 @@ class ShadowRunner:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
-        await self.lag.aclose()
+        await self.load.aclose()
         await self.tally.aclose()
 
 

@@ -58,13 +58,7 @@ class Tally:
         return {key: dict(counts) for key, counts in self._counts.items()}
 
     async def flush(self) -> None:
-        pairs, self._pairs = self._pairs, []
-        if pairs:
-            try:
-                await self._write_pairs(pairs)
-            except Exception as exc:  # Redis away: the pairs wait for the next flush
-                log.warning("experiment_pairs_failed", pairs=len(pairs), error=str(exc))
-                self._pairs[:0] = pairs[: MAX_PENDING_PAIRS - len(self._pairs)]
+        """The counters first, then the pairs: whoever finds a pair finds the counts made with it."""
         counts, self._counts = self._counts, {}
         for (experiment, day), fields in counts.items():
             try:
@@ -73,6 +67,13 @@ class Tally:
                 log.warning("experiment_tally_failed", experiment=experiment, error=str(exc))
                 kept = self._counts.setdefault((experiment, day), Counter())
                 kept.update(fields)
+        pairs, self._pairs = self._pairs, []
+        if pairs:
+            try:
+                await self._write_pairs(pairs)
+            except Exception as exc:  # Redis away: the pairs wait for the next flush
+                log.warning("experiment_pairs_failed", pairs=len(pairs), error=str(exc))
+                self._pairs[:0] = pairs[: MAX_PENDING_PAIRS - len(self._pairs)]
 
     async def _run(self) -> None:
         while True:

@@ -174,24 +174,23 @@ def test_the_example_configs_experiments_load_when_uncommented(tmp_path: Path) -
     assert set(config.experiments) == {"mini-on-long-chats", "mini-rollout"}
 
 
-@pytest.mark.anyio
-async def test_the_loop_lag_rises_when_the_loop_is_blocked_and_decays_after() -> None:
-    import asyncio
+def test_the_process_load_is_the_share_of_a_core_used_over_the_window() -> None:
     import time
 
-    from gateway.experiments.load import LoopLag
+    from gateway.experiments.load import ProcessLoad
 
-    lag = LoopLag(interval=0.01)
-    lag.watch()
-    await asyncio.sleep(0.05)
-    assert lag.seconds < 0.05  # an idle loop runs its timers on time
-    time.sleep(0.2)  # the loop is blocked: the sample under way ends about that late
-    await asyncio.sleep(0)
-    await asyncio.sleep(0)
-    assert lag.seconds >= 0.1
-    for _ in range(200):
-        if lag.seconds < 0.02:
-            break
-        await asyncio.sleep(0.01)
-    assert lag.seconds < 0.02  # it decays once the loop is free again
-    await lag.aclose()
+    load = ProcessLoad(window=2)
+    load.sample()
+    time.sleep(0.2)  # idle: wall time passes, hardly any CPU
+    load.sample()
+    assert load.share < 0.3
+    deadline = time.monotonic() + 0.2
+    while time.monotonic() < deadline:  # busy: CPU time as fast as wall time
+        pass
+    load.sample()
+    assert load.share > 0.25  # half of the two-sample window was busy
+    deadline = time.monotonic() + 0.2
+    while time.monotonic() < deadline:
+        pass
+    load.sample()
+    assert load.share > 0.5  # the window holds only busy time now

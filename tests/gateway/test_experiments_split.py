@@ -143,3 +143,28 @@ def test_conversation_key_is_the_opening_not_the_latest_turn() -> None:
     assert len(keys) == 1
     assert conversation_key("acme", {}, first) != conversation_key("globex", {}, first)  # per tenant
     assert conversation_key("acme", {"user": "u1"}, first) != conversation_key("acme", {}, first)
+
+
+@pytest.mark.anyio
+async def test_counters_and_pairs_wait_out_a_redis_outage(
+    redis_client: aioredis.Redis, dead_redis: aioredis.Redis
+) -> None:
+    from gateway.experiments.store import add_pairs, add_traffic, read_pairs, read_traffic
+    from gateway.experiments.tally import Tally
+
+    keys, name = ExperimentKeys(), f"outage-{uuid.uuid4().hex[:8]}"
+    target = {"redis": dead_redis}
+    tally = Tally(
+        lambda experiment, day, counts: add_traffic(target["redis"], keys, experiment, day, counts),
+        lambda pairs: add_pairs(target["redis"], keys, pairs),
+        every=3600,  # flushed by hand here
+    )
+    now_ms = 1_764_590_000_000
+    tally.add(name, now_ms, "shadowed")
+    tally.add_pair(name, {"v": 1, "id": "req_1"})
+    await tally.flush()  # Redis refuses: everything is kept
+    tally.add(name, now_ms, "shadowed")
+    target["redis"] = redis_client
+    await tally.aclose()
+    assert await read_traffic(redis_client, keys, name, ["2025-12-01"]) == {"shadowed": 2}
+    assert [pair["id"] for pair in await read_pairs(redis_client, keys, name, since_ms=0)] == ["req_1"]
