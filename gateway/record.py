@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from gateway.conversations.pricing import Looked
     from gateway.conversations.trace import ConversationTrace
     from gateway.experiments.answer import Answer
-    from gateway.experiments.shadow import ShadowJob
+    from gateway.experiments.job import ShadowJob
 
 log = structlog.get_logger("gateway.observers")
 

@@ -15,17 +15,11 @@ import redis.asyncio as aioredis
 import structlog
 
 from gateway.background import Background
+from gateway.experiments.candidate import ShadowServices
 from gateway.experiments.config import bill_tenant
+from gateway.experiments.job import PATHS, SHADOW, ShadowJob, side_of
 from gateway.experiments.matching import matches, sampled
-from gateway.experiments.shadow import (
-    PATHS,
-    SHADOW,
-    ShadowJob,
-    ShadowRunner,
-    ShadowServices,
-    bucket_low,
-    side_of,
-)
+from gateway.experiments.shadow import ShadowRunner
 from gateway.experiments.split import arm_of, conversation_key
 from gateway.experiments.store import ExperimentKeys, add_pairs, add_traffic
 from gateway.experiments.tally import Tally
@@ -34,6 +28,7 @@ from gateway.planning import Front
 from gateway.record import Observer, RequestRecord
 from gateway.reload import ConfigStore
 from gateway.runtime import Runtime
+from gateway.sampling.buckets import bucket_low
 from gateway.upstream import UpstreamPool
 
 log = structlog.get_logger("gateway.experiments")

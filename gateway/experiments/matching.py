@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from gateway.config import GatewayConfig
 from gateway.experiments.config import ExperimentConfig
-from gateway.sampling.decide import sample_fraction
+from gateway.sampling.decide import is_sampled
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,5 +83,4 @@ def matches(
 
 
 def sampled(watch: Watch, request_id: str) -> bool:
-    rate = watch.config.sample_rate
-    return rate > 0 and sample_fraction(f"{watch.name}\x00{request_id}") < rate
+    return is_sampled(f"{watch.name}\x00{request_id}", watch.config.sample_rate)

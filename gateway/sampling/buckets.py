@@ -36,6 +36,12 @@ def bucket_index(tokens: int, edges: Sequence[int]) -> int:
     return bisect.bisect_right(edges, tokens)
 
 
+def bucket_low(tokens: int, edges: Sequence[int]) -> int:
+    """The ``low`` of the bucket holding ``tokens`` (what per-bucket counters are keyed by)."""
+    index = bucket_index(tokens, edges)
+    return edges[index - 1] if index else 0
+
+
 def tokens_label(tokens: int) -> str:
     """``8K``, ``250K``, ``1M``, ``1.5M``, ``500``: the short form of a token count."""
     if tokens >= 1_000_000 and tokens % 100_000 == 0:

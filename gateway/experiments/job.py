@@ -1,0 +1,82 @@
+"""What a shadow experiment keeps of a request: the job the candidate's copy is made from, and each
+model's side of a pair as the report reads it (``gateway.experiments.records``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.experiments.matching import Watch
+from gateway.metering import SHADOW_CALL
+from gateway.planning import CHAT, Front
+from gateway.record import RequestRecord
+from gateway.types import Tenant
+
+SHADOW = SHADOW_CALL
+"""The endpoint of a shadow call's record and the kind and action of its cost event."""
+PATHS = {"chat": "/chat/completions", "responses": "/responses", "messages": "/messages"}
+
+
+@dataclass(slots=True)
+class ShadowJob:
+    """A sampled request, kept until the primary's answer is over (what the candidate needs of it)."""
+
+    watch: Watch
+    request_id: str
+    tenant: Tenant
+    endpoint: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    stream: bool
+    tokens: int
+    front: Front = CHAT
+    path: str = PATHS["chat"]
+    """Upstream, with the client's query string (Messages' ``?beta=true``)."""
+
+
+@dataclass(slots=True)
+class Side:
+    """One model's part of a pair, as the report reads it (``gateway.experiments.store``)."""
+
+    model: str
+    latency_ms: float | None = None
+    ttft_ms: float | None = None
+    output_tokens: int | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    status: int = 0
+    cost_nanos: int = 0
+    action: str | None = None
+    tokens_sent: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "latency_ms": None if self.latency_ms is None else round(self.latency_ms, 2),
+            "ttft_ms": None if self.ttft_ms is None else round(self.ttft_ms, 2),
+            "output_tokens": self.output_tokens,
+            "finish_reason": self.finish_reason,
+            "error": self.error,
+            "status": self.status,
+            "cost_nanos": self.cost_nanos,
+            "action": self.action,
+            "tokens_sent": self.tokens_sent,
+        }
+
+
+def side_of(record: RequestRecord) -> Side:
+    """The primary's (or a split arm's) side, from its finished record."""
+    upstream = record.upstream_seconds
+    failed = record.status >= 400 or record.error_type is not None
+    return Side(
+        model=record.called_model or record.requested_model or "",
+        latency_ms=None if upstream is None else upstream * 1000,
+        ttft_ms=None if record.first_token_seconds is None else record.first_token_seconds * 1000,
+        output_tokens=record.usage.output_tokens if record.usage is not None else None,
+        finish_reason=record.finish_reason,
+        error=(record.error_type or "upstream_error") if failed else None,
+        status=record.status,
+        cost_nanos=record.cost_nanos or 0,
+        action=record.action,
+        tokens_sent=record.forwarded_tokens,
+    )
