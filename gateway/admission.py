@@ -20,6 +20,7 @@ from gateway.ledger import Budgets, Reservation
 from gateway.metering import max_cost_nanos
 from gateway.money import nanos_from_usd
 from gateway.passthrough import Grant
+from gateway.planning import Plan
 from gateway.pricing import price
 from gateway.record import RequestRecord
 from gateway.runtime import Route, Runtime
@@ -106,3 +107,21 @@ def passthrough_ceiling_nanos(
     token per byte at most, plus the output cap), whichever is more, plus its price per call."""
     by_model = max_cost_nanos(route.model, body_len, body) if body is not None else 0
     return max(nanos_from_usd(grant.route.hold_usd), by_model) + nanos_from_usd(grant.route.price_usd)
+
+
+def admitted(runtime: Runtime, plan: Plan, requested: str) -> tuple[Route, ...]:
+    """The decided model, then those of its fallbacks whose bands admit the request as it will be sent."""
+    decision = plan.decision
+    if decision is None:
+        return runtime.candidates(requested)
+    first, *fallbacks = runtime.candidates(decision.model)
+    bands = runtime.engine.bands
+    return (
+        first,
+        *(
+            route
+            for route in fallbacks
+            if route.public_model not in bands
+            or bands[route.public_model].admits(decision.tokens, allow_over_cliff=decision.allow_over_cliff)
+        ),
+    )

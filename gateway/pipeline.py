@@ -1,14 +1,15 @@
 """One request, top to bottom: authenticate, parse, route, forward, meter, respond.
 
-Route handlers stay a few lines; this module reads in the order of the request flow.
+Route handlers stay a few lines; this module reads in the order of the request flow, with the chat flow
+itself. The other fronts' flows live beside their adapters (``gateway.responses.create``,
+``gateway.messages.pipeline``, ``gateway.forwarded`` for embeddings and passthrough) and call back into the
+steps here: planning, noting what was sent, failing, responding.
 """
 
 from __future__ import annotations
 
-import re
-import secrets
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -18,49 +19,40 @@ from starlette.responses import Response
 
 from compressors.lru import Lru
 from gateway import body as bodies
-from gateway import replies
-from gateway.admission import Hold, ceiling_nanos, passthrough_ceiling_nanos
+from gateway import forwarded, replies
+from gateway.admission import Hold, admitted, ceiling_nanos
+from gateway.attempts import note_timeouts, note_upstream_failure
 from gateway.auth import presented_key
 from gateway.background import Background
 from gateway.body import headers_of
 from gateway.config import prompt_cache_of
 from gateway.conversations.facts import cache_facts
 from gateway.conversations.pricing import counterfactual_of, look_up
-from gateway.conversations.recorder import remember_state
+from gateway.conversations.requests import conversation_trace, remember_request, tracked
 from gateway.conversations.store import ConversationStore
-from gateway.conversations.trace import ConversationTrace, trace_of
-from gateway.errors import (
-    ClientClosedRequest,
-    GatewayError,
-    UpstreamError,
-    UpstreamExhausted,
-    UpstreamInvalidAnswer,
-)
+from gateway.errors import ClientClosedRequest, GatewayError, UpstreamError
 from gateway.experiments.answer import answer_of
 from gateway.experiments.live import Experiments
 from gateway.ledger import Budgets
-from gateway.metering import max_cost_nanos
-from gateway.money import nanos_from_usd
-from gateway.passthrough import passthrough_grant, passthrough_route
-from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat, planned_body, with_model
-from gateway.record import NO_ACTION, TIMEOUT, Observer, RequestRecord, SideCall, notify, notify_soon
+from gateway.messages.count_tokens import count_tokens as count_message_tokens
+from gateway.messages.pipeline import create as messages_create
+from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat, planned_body
+from gateway.record import NO_ACTION, Observer, RequestRecord, notify, notify_soon
 from gateway.reload import ConfigStore
-from gateway.responses import reply as responses_reply
-from gateway.responses.calls import with_query
-from gateway.responses.chain import chain_notice, route_for_chain, stored_history, with_provider
-from gateway.responses.confirm import Confirm, confirmer
-from gateway.responses.front import RESPONSES, check_responses
-from gateway.responses.memory import ResponseMemory, remembering
-from gateway.responses.ownership import check_references
+from gateway.request_ids import client_request_id, new_request_id
+from gateway.responses.confirm import Confirm
+from gateway.responses.create import create as responses_create
+from gateway.responses.front import RESPONSES
+from gateway.responses.memory import ResponseMemory
 from gateway.responses.pending import Settler
-from gateway.runtime import Route, Runtime
+from gateway.runtime import Runtime
 from gateway.sampling.decide import is_probe
 from gateway.sampling.logprobs import LogprobTally
 from gateway.streaming import ChatStreamReader
 from gateway.tokens.counter import TokenCount
 from gateway.transforms import CompressorTransforms
 from gateway.types import Tenant
-from gateway.upstream import Exchange, TimedOut, UpstreamPool, send
+from gateway.upstream import Exchange, UpstreamPool, send
 from policies import Decision
 from policies.facts import CacheFacts
 
@@ -70,21 +62,6 @@ if TYPE_CHECKING:
 RECALL_INDEXES = 32
 """Recall indexes of summarised spans kept in the process (a compacted conversation recalls from the same
 span every turn)."""
-_CLIENT_REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
-
-
-def new_request_id() -> str:
-    """The gateway's own id of a request: unique, the only key of its cost events, budget hold and dedup."""
-    return f"req_{secrets.token_hex(12)}"
-
-
-def client_request_id(headers: Mapping[str, str]) -> str | None:
-    """The client's ``x-request-id``, when it is a plain token: a correlation field only (logged, exported,
-    echoed), never an identity, since agent loops and retrying clients reuse their trace ids."""
-    incoming = headers.get("x-request-id")
-    if incoming and _CLIENT_REQUEST_ID.fullmatch(incoming):
-        return incoming
-    return None
 
 
 class Pipeline:
@@ -173,89 +150,17 @@ class Pipeline:
             )
         return self.respond(record, exchange)
 
+    # the other fronts' flows live with their adapters; they call back into the steps below
+
     async def responses(self, request: Request) -> Response:
-        """``POST /v1/responses``: the chat flow through the Responses adapter; history stored upstream
-        (``previous_response_id``) is estimated from what the gateway remembered of that response."""
-        record = self.begin(request, "responses")
-        hold = Hold(self.budgets)
-        async with self.failing(record, hold):
-            runtime = self.store.current
-            record.tenant = tenant = self.authenticate(runtime, request)
-            raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
-            body = bodies.parse_object(raw)
-            record.requested_model = model = check_responses(body)
-            record.stream = body.get("stream") is True
-            candidates = runtime.serving(model, "chat")
-            previous = body.get("previous_response_id")
-            remembered = await check_references(self.memory, runtime, tenant.name, body)
-            stored = stored_history(previous, remembered)
-            if runtime.experiments.splits:
-                routed = await self.experiments.route(
-                    runtime,
-                    record,
-                    body,
-                    headers_of(request),
-                    lambda: RESPONSES.messages(body),
-                    chained_model=remembered.model if remembered is not None else None,
-                )
-                if routed is not None:
-                    record.routed_model = model = routed
-                    candidates = runtime.serving(routed, "chat")
-            counted_by = route_for_chain(candidates, remembered) if stored else candidates[0]
-            confirm = confirmer(self.pool, counted_by, body, headers_of(request))
-            plan = await self.plan(
-                runtime, request, record, hold, body, len(raw), RESPONSES, stored, confirm, model=model
-            )
-            routes = admitted(runtime, plan, model)
-            if stored is not None:
-                provider = remembered.provider if remembered else candidates[0].provider_name
-                routes = with_provider(routes, provider, stored.reference)
-                decision = plan.decision
-                confirmed = plan.confirmed_tokens is not None
-                unknown = remembered is None and not confirmed
-                if decision is not None and (unknown or decision.tokens >= decision.bands.warning):
-                    notice = chain_notice(stored, remembered, decision.tokens, confirmed=confirmed)
-                    record.warnings = (*record.warnings, notice)
-            exchange = await send(
-                self.pool,
-                routes,
-                path="/responses",
-                body_for=lambda route: planned_body(raw, plan, route),
-                incoming_headers=headers_of(request),
-                stream=record.stream,
-                expect_json=not record.stream,
-            )
-        await self.note_sent(runtime, record, plan, exchange, body if stored is None else None)
-        if runtime.experiments.shadows and stored is None:
-            self.experiments.watch(runtime, record, body, headers_of(request), RESPONSES)
-            if record.shadow_jobs and not record.stream:
-                record.answer = answer_of(exchange.data)
-        remember = remembering(
-            self.memory,
-            record,
-            keep=body.get("store") is not False,
-            background=body.get("background") is True,
-        )
-        if record.stream:
-            return responses_reply.relay(
-                record, exchange, remember=remember, done=lambda: notify(self.observers, record)
-            )
-        response = await responses_reply.complete(record, exchange, remember=remember)
-        notify_soon(self.observers, record)
-        return response
+        return await responses_create(self, request)
 
     async def messages(self, request: Request) -> Response:
-        """``POST /v1/messages``: the chat flow through the Messages adapter (``gateway.messages.pipeline``;
-        imported here since it imports this module)."""
-        from gateway.messages.pipeline import create
-
-        return await create(self, request)
+        return await messages_create(self, request)
 
     async def messages_count_tokens(self, request: Request) -> Response:
         """``POST /v1/messages/count_tokens``: the provider's count, never below the gateway's own."""
-        from gateway.messages.count_tokens import count_tokens
-
-        return await count_tokens(self, request)
+        return await count_message_tokens(self, request)
 
     async def plan(
         self,
@@ -337,85 +242,16 @@ class Pipeline:
                     self.conversations, tenant=record.tenant.name, model=model, front=front, body=body,
                     count=plan.count,
                 )  # fmt: skip
-            self.background.spawn(self.track(runtime, record, plan, body), name="conversation_state")
+            self.background.spawn(
+                remember_request(self.conversations, runtime, record, plan, body), name="conversation_state"
+            )
         return plan
 
-    async def track(self, runtime: Runtime, record: RequestRecord, plan: Plan, body: dict[str, Any]) -> None:
-        """Write the conversation's new state while the upstream answers, so that the next turn (an
-        agent's comes the moment this one is answered) finds it (``gateway.conversations.recorder``)."""
-        await plan.received()
-        assert plan.decision is not None
-        trace = conversation_trace(runtime, record, plan, body, called_model=plan.decision.model)
-        if trace is None:
-            return
-        if record.looked is not None:
-            trace.adopt(record.looked.chain)
-        await remember_state(self.conversations, trace)
-
     async def embeddings(self, request: Request) -> Response:
-        """``POST /v1/embeddings``: held at the most its input can cost (one token per byte at most)."""
-        record = self.begin(request, "embeddings")
-        hold = Hold(self.budgets)
-        async with self.failing(record, hold):
-            runtime = self.store.current
-            record.tenant = self.authenticate(runtime, request)
-            raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
-            body = bodies.parse_object(raw)
-            record.requested_model = model = bodies.check_embeddings(body)
-            candidates = runtime.serving(model, "embedding")
-            await hold.take(
-                runtime,
-                record,
-                headers_of(request),
-                lambda: max(
-                    max_cost_nanos(route.model, len(raw), body, output=False) for route in candidates
-                ),
-            )
-            exchange = await send(
-                self.pool,
-                candidates,
-                path="/embeddings",
-                body_for=lambda route: with_model(raw, body, route),
-                incoming_headers=headers_of(request),
-                stream=False,
-                expect_json=True,
-            )
-        self.note_exchange(record, exchange)
-        return self.respond(record, exchange)
+        return await forwarded.embeddings(self, request)
 
     async def passthrough(self, request: Request, path: str) -> Response:
-        """Other /v1/* routes: only those the config's ``passthrough`` list grants the tenant, held and
-        metered like any other call (``gateway.passthrough``)."""
-        record = self.begin(request, "passthrough")
-        hold = Hold(self.budgets)
-        async with self.failing(record, hold):
-            runtime = self.store.current
-            record.tenant = self.authenticate(runtime, request)
-            grant = passthrough_grant(runtime, request.method, path, record.tenant.name)
-            raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
-            content_type = headers_of(request).get("content-type", "application/json")
-            body = _json_body(raw, content_type)
-            route = passthrough_route(runtime, grant, body)
-            record.requested_model = record.called_model = route.public_model
-            await hold.take(
-                runtime,
-                record,
-                headers_of(request),
-                lambda: passthrough_ceiling_nanos(grant, route, len(raw), body),
-            )
-            exchange = await send(
-                self.pool,
-                (route,),
-                path=with_query(f"/{path}", request),
-                body_for=lambda route: with_model(raw, body, route) if body else raw,
-                incoming_headers=headers_of(request),
-                stream=False,
-                method=request.method,
-                content_type=content_type,
-            )
-        self.note_exchange(record, exchange)
-        record.flat_cost_nanos = nanos_from_usd(grant.route.price_usd)
-        return self.respond(record, exchange)
+        return await forwarded.passthrough(self, request, path)
 
     # --- steps 8-10: meter and respond ------------------------------------------------------------
 
@@ -546,86 +382,10 @@ class Pipeline:
         )
 
 
-def conversation_trace(
-    runtime: Runtime, record: RequestRecord, plan: Plan, body: dict[str, Any], *, called_model: str
-) -> ConversationTrace | None:
-    """The request's part of its conversation (``gateway.conversations.trace``), when it has one."""
-    if record.tenant is None or record.requested_model is None:
-        return None
-    return trace_of(
-        runtime.config,
-        tenant=record.tenant.name,
-        model=record.routed_model or record.requested_model,
-        called_model=called_model,
-        body=body,
-        plan=plan,
-        started_at=record.started_at,
-    )
-
-
-def tracked(runtime: Runtime, model: str, plan: Plan) -> bool:
-    """Whether the request may be large enough to leave its conversation's state (its exact count when
-    known, else the bound it was decided on): the many small requests cost nothing here."""
-    tokens = (
-        plan.received_tokens
-        if plan.received_tokens is not None
-        else plan.decision.tokens
-        if plan.decision
-        else 0
-    )
-    cache = prompt_cache_of(runtime.config, model)
-    return tokens >= max(cache.min_prefix_tokens, runtime.config.limits.track_conversations_from)
-
-
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def note_upstream_failure(record: RequestRecord, exc: UpstreamError) -> None:
-    """The attempts a failed upstream call made and, when all failed, why each did."""
-    if exc.attempts:
-        record.attempts = exc.attempts
-        record.retries = exc.attempts - 1
-    if isinstance(exc, UpstreamExhausted | UpstreamInvalidAnswer):
-        record.error_detail = exc.message
-
-
-def note_timeouts(record: RequestRecord, timed_out: Iterable[object]) -> None:
-    """Attempts that timed out after their request went out: the provider may bill them, so each is an
-    estimated side call of kind ``timeout`` (its input as the request's, no output)."""
-    for attempt in timed_out:
-        if isinstance(attempt, TimedOut):
-            route = attempt.route
-            record.side_calls.append(
-                SideCall(TIMEOUT, route.public_model, route.provider_name, None, attempt.seconds, 504)
-            )
 
 
 def _include_usage(body: Mapping[str, Any]) -> bool:
     options = body.get("stream_options")
     return isinstance(options, dict) and options.get("include_usage") is True
-
-
-def admitted(runtime: Runtime, plan: Plan, requested: str) -> tuple[Route, ...]:
-    """The decided model, then those of its fallbacks whose bands admit the request as it will be sent."""
-    decision = plan.decision
-    if decision is None:
-        return runtime.candidates(requested)
-    first, *fallbacks = runtime.candidates(decision.model)
-    bands = runtime.engine.bands
-    return (
-        first,
-        *(
-            route
-            for route in fallbacks
-            if route.public_model not in bands
-            or bands[route.public_model].admits(decision.tokens, allow_over_cliff=decision.allow_over_cliff)
-        ),
-    )
-
-
-def _json_body(raw: bytes, content_type: str) -> dict[str, Any] | None:
-    """A passthrough body sent as JSON, parsed and checked like every other (a model to route by)."""
-    if not raw or not content_type.startswith("application/json"):
-        return None
-    return bodies.parse_object(raw)

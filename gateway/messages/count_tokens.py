@@ -10,6 +10,7 @@ gateway's own count. Counting is not billed: no cost event, no budget hold.
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import anyio.to_thread
 import orjson
@@ -22,8 +23,10 @@ from gateway.messages import reply
 from gateway.messages.confirm import offers_count, provider_count
 from gateway.messages.front import MESSAGES, check_messages
 from gateway.messages.pipeline import anthropic_routes
-from gateway.pipeline import Pipeline
 from gateway.record import notify_soon
+
+if TYPE_CHECKING:
+    from gateway.pipeline import Pipeline
 
 
 async def count_tokens(pipeline: Pipeline, request: Request) -> Response:

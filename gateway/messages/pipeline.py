@@ -17,13 +17,14 @@ What differs from chat and Responses:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway import body as bodies
-from gateway.admission import Hold
+from gateway.admission import Hold, admitted
 from gateway.body import headers_of
 from gateway.errors import InvalidRequest
 from gateway.experiments.answer import answer_of
@@ -31,12 +32,14 @@ from gateway.messages import reply
 from gateway.messages.confirm import confirmer
 from gateway.messages.front import MESSAGES, check_messages
 from gateway.messages.thinking import for_another_model
-from gateway.pipeline import Pipeline, admitted
 from gateway.planning import Plan, planned_body
 from gateway.record import notify, notify_soon
 from gateway.responses.calls import with_query
 from gateway.runtime import Route
 from gateway.upstream import send
+
+if TYPE_CHECKING:
+    from gateway.pipeline import Pipeline
 
 THINKING_DROPPED = "x-gateway-thinking-dropped"
 

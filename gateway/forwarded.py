@@ -1,0 +1,94 @@
+"""The calls the gateway forwards without policies: embeddings, and the other /v1/* paths the config's
+``passthrough`` list grants (``gateway.passthrough``). Both are held and metered like every call."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway import body as bodies
+from gateway.admission import Hold, passthrough_ceiling_nanos
+from gateway.body import headers_of
+from gateway.metering import max_cost_nanos
+from gateway.money import nanos_from_usd
+from gateway.passthrough import passthrough_grant, passthrough_route
+from gateway.planning import with_model
+from gateway.responses.calls import with_query
+from gateway.upstream import send
+
+if TYPE_CHECKING:
+    from gateway.pipeline import Pipeline
+
+
+async def embeddings(pipeline: Pipeline, request: Request) -> Response:
+    """``POST /v1/embeddings``: held at the most its input can cost (one token per byte at most)."""
+    record = pipeline.begin(request, "embeddings")
+    hold = Hold(pipeline.budgets)
+    async with pipeline.failing(record, hold):
+        runtime = pipeline.store.current
+        record.tenant = pipeline.authenticate(runtime, request)
+        raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
+        body = bodies.parse_object(raw)
+        record.requested_model = model = bodies.check_embeddings(body)
+        candidates = runtime.serving(model, "embedding")
+        await hold.take(
+            runtime,
+            record,
+            headers_of(request),
+            lambda: max(max_cost_nanos(route.model, len(raw), body, output=False) for route in candidates),
+        )
+        exchange = await send(
+            pipeline.pool,
+            candidates,
+            path="/embeddings",
+            body_for=lambda route: with_model(raw, body, route),
+            incoming_headers=headers_of(request),
+            stream=False,
+            expect_json=True,
+        )
+    pipeline.note_exchange(record, exchange)
+    return pipeline.respond(record, exchange)
+
+
+async def passthrough(pipeline: Pipeline, request: Request, path: str) -> Response:
+    """Other /v1/* routes: only those the config's ``passthrough`` list grants the tenant, held and
+    metered like any other call (``gateway.passthrough``)."""
+    record = pipeline.begin(request, "passthrough")
+    hold = Hold(pipeline.budgets)
+    async with pipeline.failing(record, hold):
+        runtime = pipeline.store.current
+        record.tenant = pipeline.authenticate(runtime, request)
+        grant = passthrough_grant(runtime, request.method, path, record.tenant.name)
+        raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
+        content_type = headers_of(request).get("content-type", "application/json")
+        body = _json_body(raw, content_type)
+        route = passthrough_route(runtime, grant, body)
+        record.requested_model = record.called_model = route.public_model
+        await hold.take(
+            runtime,
+            record,
+            headers_of(request),
+            lambda: passthrough_ceiling_nanos(grant, route, len(raw), body),
+        )
+        exchange = await send(
+            pipeline.pool,
+            (route,),
+            path=with_query(f"/{path}", request),
+            body_for=lambda route: with_model(raw, body, route) if body else raw,
+            incoming_headers=headers_of(request),
+            stream=False,
+            method=request.method,
+            content_type=content_type,
+        )
+    pipeline.note_exchange(record, exchange)
+    record.flat_cost_nanos = nanos_from_usd(grant.route.price_usd)
+    return pipeline.respond(record, exchange)
+
+
+def _json_body(raw: bytes, content_type: str) -> dict[str, Any] | None:
+    """A passthrough body sent as JSON, parsed and checked like every other (a model to route by)."""
+    if not raw or not content_type.startswith("application/json"):
+        return None
+    return bodies.parse_object(raw)

@@ -1,0 +1,97 @@
+"""``POST /v1/responses``: the chat flow through the Responses adapter (``gateway.responses.front``); history
+stored upstream (``previous_response_id``) is estimated from what the gateway remembered of that response,
+and a chained turn goes to the provider that stores it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway import body as bodies
+from gateway.admission import Hold, admitted
+from gateway.body import headers_of
+from gateway.experiments.answer import answer_of
+from gateway.planning import planned_body
+from gateway.record import notify, notify_soon
+from gateway.responses import reply as responses_reply
+from gateway.responses.chain import chain_notice, route_for_chain, stored_history, with_provider
+from gateway.responses.confirm import confirmer
+from gateway.responses.front import RESPONSES, check_responses
+from gateway.responses.memory import remembering
+from gateway.responses.ownership import check_references
+from gateway.upstream import send
+
+if TYPE_CHECKING:
+    from gateway.pipeline import Pipeline
+
+
+async def create(pipeline: Pipeline, request: Request) -> Response:
+    record = pipeline.begin(request, "responses")
+    hold = Hold(pipeline.budgets)
+    async with pipeline.failing(record, hold):
+        runtime = pipeline.store.current
+        record.tenant = tenant = pipeline.authenticate(runtime, request)
+        raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
+        body = bodies.parse_object(raw)
+        record.requested_model = model = check_responses(body)
+        record.stream = body.get("stream") is True
+        candidates = runtime.serving(model, "chat")
+        previous = body.get("previous_response_id")
+        remembered = await check_references(pipeline.memory, runtime, tenant.name, body)
+        stored = stored_history(previous, remembered)
+        if runtime.experiments.splits:
+            routed = await pipeline.experiments.route(
+                runtime,
+                record,
+                body,
+                headers_of(request),
+                lambda: RESPONSES.messages(body),
+                chained_model=remembered.model if remembered is not None else None,
+            )
+            if routed is not None:
+                record.routed_model = model = routed
+                candidates = runtime.serving(routed, "chat")
+        counted_by = route_for_chain(candidates, remembered) if stored else candidates[0]
+        confirm = confirmer(pipeline.pool, counted_by, body, headers_of(request))
+        plan = await pipeline.plan(
+            runtime, request, record, hold, body, len(raw), RESPONSES, stored, confirm, model=model
+        )
+        routes = admitted(runtime, plan, model)
+        if stored is not None:
+            provider = remembered.provider if remembered else candidates[0].provider_name
+            routes = with_provider(routes, provider, stored.reference)
+            decision = plan.decision
+            confirmed = plan.confirmed_tokens is not None
+            unknown = remembered is None and not confirmed
+            if decision is not None and (unknown or decision.tokens >= decision.bands.warning):
+                notice = chain_notice(stored, remembered, decision.tokens, confirmed=confirmed)
+                record.warnings = (*record.warnings, notice)
+        exchange = await send(
+            pipeline.pool,
+            routes,
+            path="/responses",
+            body_for=lambda route: planned_body(raw, plan, route),
+            incoming_headers=headers_of(request),
+            stream=record.stream,
+            expect_json=not record.stream,
+        )
+    await pipeline.note_sent(runtime, record, plan, exchange, body if stored is None else None)
+    if runtime.experiments.shadows and stored is None:
+        pipeline.experiments.watch(runtime, record, body, headers_of(request), RESPONSES)
+        if record.shadow_jobs and not record.stream:
+            record.answer = answer_of(exchange.data)
+    remember = remembering(
+        pipeline.memory,
+        record,
+        keep=body.get("store") is not False,
+        background=body.get("background") is True,
+    )
+    if record.stream:
+        return responses_reply.relay(
+            record, exchange, remember=remember, done=lambda: notify(pipeline.observers, record)
+        )
+    response = await responses_reply.complete(record, exchange, remember=remember)
+    notify_soon(pipeline.observers, record)
+    return response
