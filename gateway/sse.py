@@ -1,10 +1,15 @@
 """Server-sent events as they arrive in chunks: whole events out, ``data:`` payloads read.
 
-Both stream readers (chat completions, Responses) split their upstream bytes here. Line ends are
+Every stream reader (chat completions, Responses, Messages) splits its upstream bytes here. Line ends are
 normalised to ``\\n`` on what is buffered, so a ``\\r\\n`` cut between two chunks still ends its line.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
 
 _DATA = b"data:"
 
@@ -44,3 +49,32 @@ def data_of(event: bytes) -> bytes | None:
     if len(lines) == 1:
         return lines[0][5:].strip()
     return b"\n".join(line[5:].strip() for line in lines)
+
+
+def json_of(event: bytes) -> dict[str, Any] | None:
+    """The event's ``data:`` payload as a JSON object; None without one, or when it is not one."""
+    payload = data_of(event)
+    if not payload:
+        return None
+    try:
+        data = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class EventRewriter:
+    """The events of a stream, whole, each passed through ``rewrite`` (for usage reported otherwise than
+    the upstream reported it)."""
+
+    def __init__(self, rewrite: Callable[[bytes], bytes]) -> None:
+        self._rewrite = rewrite
+        self._splitter = EventSplitter()
+
+    def feed(self, chunk: bytes) -> bytes:
+        complete = self._splitter.feed(chunk)
+        return b"".join(self._rewrite(event) + b"\n\n" for event in events(complete))
+
+    def rest(self) -> bytes:
+        rest = self._splitter.rest()
+        return self._rewrite(rest.strip()) if rest.strip() else rest

@@ -23,9 +23,10 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from tenacity.wait import wait_base
 
 from gateway.config import ProviderConfig
-from gateway.errors import InvalidRequest, UpstreamExhausted, UpstreamInvalidAnswer, UpstreamRejected
+from gateway.errors import UpstreamExhausted, UpstreamInvalidAnswer, UpstreamRejected
 from gateway.runtime import Route
 from gateway.upstream_failures import AttemptFailure, describe, summarise
+from gateway.upstream_headers import upstream_headers
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 HOP_BY_HOP = frozenset(
@@ -203,63 +204,6 @@ class Exchange:
     data: dict[str, Any] | None = None
     """The body parsed as a JSON object, when the call expected one (``send(expect_json=True)``)."""
     timed_out: tuple[TimedOut, ...] = ()
-
-
-FORWARDED_HEADERS = ("accept", "openai-beta", "x-stainless-helper-method")
-"""The client's headers that go upstream. ``OpenAI-Organization`` and ``OpenAI-Project`` never do: they
-choose whose account pays and whose objects are reachable, which is the provider config's to say."""
-
-
-ANTHROPIC_FORWARDED_HEADERS = ("accept", "anthropic-version", "anthropic-beta")
-"""The client's headers that go to a ``kind: anthropic`` provider, unchanged (``anthropic-beta`` turns on the
-features the client's request relies on)."""
-ANTHROPIC_VERSION = "2023-06-01"
-"""Sent when the client names no ``anthropic-version`` (the API refuses a request without one)."""
-
-
-def upstream_headers(
-    provider: ProviderConfig, incoming: Mapping[str, str], *, content_type: str = "application/json"
-) -> dict[str, str]:
-    """Raises ``InvalidRequest`` for a forwarded header value that is not printable ASCII."""
-    headers = {"content-type": content_type, "accept": "application/json"}
-    if provider.kind == "anthropic":
-        return _anthropic_headers(provider, incoming, headers)
-    for name in FORWARDED_HEADERS:
-        value = incoming.get(name)
-        if value is not None:
-            headers[name] = _ascii_header(name, value)
-    if provider.organization:
-        headers["openai-organization"] = provider.organization
-    if provider.project:
-        headers["openai-project"] = provider.project
-    headers.update(provider.headers)
-    if provider.api_key:
-        headers["authorization"] = f"Bearer {provider.api_key}"
-    return headers
-
-
-def _anthropic_headers(
-    provider: ProviderConfig, incoming: Mapping[str, str], headers: dict[str, str]
-) -> dict[str, str]:
-    """Anthropic's: the provider's key as ``x-api-key`` (the client's key, a tenant key, never goes up),
-    ``anthropic-version`` and ``anthropic-beta`` as the client sent them."""
-    for name in ANTHROPIC_FORWARDED_HEADERS:
-        value = incoming.get(name)
-        if value is not None:
-            headers[name] = _ascii_header(name, value)
-    headers.setdefault("anthropic-version", ANTHROPIC_VERSION)
-    headers.update(provider.headers)
-    if provider.api_key:
-        headers["x-api-key"] = provider.api_key
-    return headers
-
-
-def _ascii_header(name: str, value: str) -> str:
-    if value.isascii() and value.isprintable():
-        return value
-    raise InvalidRequest(
-        f"The {name} header must be printable ASCII.", param=name, code="invalid_header_value"
-    )
 
 
 async def send(

@@ -19,14 +19,20 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-from gateway.commands.store import CommandError, gateway_config, redis_url, run_command
+from gateway.commands.store import (
+    CommandError,
+    gateway_config,
+    redis_url,
+    run_command,
+    since_of,
+    store_options,
+)
 from gateway.experiments.figures import dollars
 from gateway.experiments.html import render_html
 from gateway.experiments.reading import Listed, Setting, list_experiments, read_report
 from gateway.experiments.report import report_document
 from gateway.experiments.table import render_report
 from gateway.money import nanos_from_usd
-from gateway.sampling.since import parse_since
 from gateway.settings import Settings
 
 
@@ -41,17 +47,12 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     output = report.add_mutually_exclusive_group()
     output.add_argument("--html", type=Path, metavar="FILE", help="write a self-contained HTML report here")
     output.add_argument("--json", action="store_true", help="print the report as JSON")
-    _store_options(report)
+    store_options(report)
     report.set_defaults(handler=run_report)
     listing = actions.add_parser("list", help="the configured experiments and their spend today")
     listing.add_argument("--json", action="store_true", help="print the list as JSON")
-    _store_options(listing)
+    store_options(listing)
     listing.set_defaults(handler=run_list)
-
-
-def _store_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--redis-url", help="Redis of the running gateway (default: GATEWAY_REDIS_URL)")
-    parser.add_argument("--config", type=Path, help="the gateway's config file (default: GATEWAY_CONFIG)")
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -69,10 +70,7 @@ def _setting(path: Path | None, settings: Settings) -> Setting:
 async def _report(args: argparse.Namespace, settings: Settings) -> int:
     setting = _setting(args.config, settings)
     now = time.time()
-    try:
-        since = parse_since(args.since, now=now)
-    except ValueError as exc:
-        raise CommandError(f"invalid --since: {exc}") from exc
+    since = since_of(args.since, now=now)
     until_ms = int(now * 1000) + 1
     since_ms = min(int(since * 1000), until_ms - 1)
     client = aioredis.Redis.from_url(redis_url(args.redis_url, settings))

@@ -22,7 +22,14 @@ import httpx
 import orjson
 import redis.asyncio as aioredis
 
-from gateway.commands.store import CommandError, gateway_config, redis_url, run_command
+from gateway.commands.store import (
+    CommandError,
+    gateway_config,
+    redis_url,
+    run_command,
+    since_of,
+    store_options,
+)
 from gateway.sampling.boundary import length_boundary
 from gateway.sampling.buckets import parse_tokens, tokens_label
 from gateway.sampling.config import SamplingConfig
@@ -35,7 +42,6 @@ from gateway.sampling.probe import ProbePlan, ProbeRunner, Progress, store_resul
 from gateway.sampling.reader import SampleReader
 from gateway.sampling.recall import recall_grid
 from gateway.sampling.routes import read_report
-from gateway.sampling.since import parse_since
 from gateway.sampling.table import render_recall, render_report
 from gateway.sampling.verdict import RecallVerdict, recall_verdict
 from gateway.settings import Settings
@@ -50,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     output = report.add_mutually_exclusive_group()
     output.add_argument("--html", type=Path, metavar="FILE", help="write a self-contained HTML report here")
     output.add_argument("--json", action="store_true", help="print the report as JSON")
-    _store_options(report)
+    store_options(report)
     report.set_defaults(handler=run_report)
 
     probe = subparsers.add_parser("probe", help="active needle-in-a-haystack probes", description=__doc__)
@@ -68,13 +74,8 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     run.add_argument("--approximate-tokens", action="store_true", help="count 4 characters per token")
     run.add_argument("--no-store", action="store_true", help="do not store the results in Redis")
     run.add_argument("--json", action="store_true", help="print the results as JSON")
-    _store_options(run)
+    store_options(run)
     run.set_defaults(handler=run_probes)
-
-
-def _store_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--redis-url", help="Redis of the running gateway (default: GATEWAY_REDIS_URL)")
-    parser.add_argument("--config", type=Path, help="the gateway's config file (default: GATEWAY_CONFIG)")
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -96,10 +97,7 @@ def sampling_config(path: Path | None, settings: Settings) -> SamplingConfig:
 async def _report(args: argparse.Namespace, settings: Settings) -> int:
     config = sampling_config(args.config, settings)
     now = time.time()
-    try:
-        since = parse_since(args.since, now=now)
-    except ValueError as exc:
-        raise CommandError(f"invalid --since: {exc}") from exc
+    since = since_of(args.since, now=now)
     client = aioredis.Redis.from_url(redis_url(args.redis_url, settings))
     try:
         reader = SampleReader(client, keys=SamplingKeys(config.key_prefix))

@@ -5,6 +5,7 @@ place. A closed stdout (BrokenPipeError) is left to ``gateway.cli``, which ends 
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 from collections.abc import Coroutine
@@ -19,6 +20,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from gateway.config import GatewayConfig
 from gateway.configfile import ConfigError, load_config
 from gateway.redisserver import embedded_redis_socket
+from gateway.sampling.since import parse_since
 from gateway.settings import Settings
 
 POINT_AT_REDIS = (
@@ -106,3 +108,17 @@ def gateway_config(path: Path | None, settings: Settings, *, defaults: str) -> G
             raise CommandError(str(exc)) from exc
         print(f"note: {file} did not load; using the default {defaults}", file=sys.stderr)
         return None
+
+
+def store_options(parser: argparse.ArgumentParser) -> None:
+    """``--redis-url`` and ``--config``: where a command finds the running gateway's Redis and config."""
+    parser.add_argument("--redis-url", help="Redis of the running gateway (default: GATEWAY_REDIS_URL)")
+    parser.add_argument("--config", type=Path, help="the gateway's config file (default: GATEWAY_CONFIG)")
+
+
+def since_of(text: str, *, now: float) -> float:
+    """``--since`` as epoch seconds; a ``CommandError`` naming the option when it does not parse."""
+    try:
+        return parse_since(text, now=now)
+    except ValueError as exc:
+        raise CommandError(f"invalid --since: {exc}") from exc

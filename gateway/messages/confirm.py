@@ -13,19 +13,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import anyio
-import httpx
 import orjson
-import structlog
 
+from gateway.provider_count import provider_count as ask
 from gateway.responses.confirm import Confirm
 from gateway.runtime import Route
-from gateway.upstream import UpstreamPool, upstream_headers
+from gateway.upstream import UpstreamPool
 
 COUNTED_FIELDS = ("messages", "system", "tools", "tool_choice", "thinking", "mcp_servers")
 """What the count endpoint takes of a create body; the rest (max_tokens, stream, metadata...) it refuses."""
-
-log = structlog.get_logger("gateway.messages")
 
 
 def counting_body(body: Mapping[str, Any], upstream_model: str) -> bytes:
@@ -43,32 +39,16 @@ async def provider_count(
 ) -> int | None:
     """The provider's count of ``body`` as it would be sent to ``route``; None when it has none to give.
     ``query``: the client's query string (``beta=true``), kept."""
-    provider = route.provider
-    client = pool.client(route.provider_name, provider)
-    request = httpx.Request(
-        "POST",
-        f"{provider.base_url}/messages/count_tokens{'?' + query if query else ''}",
-        headers=upstream_headers(provider, {**headers, "accept": "application/json"}),
-        content=counting_body(body, route.upstream_model),
-        extensions={"timeout": client.timeout.as_dict()},
+    suffix = f"?{query}" if query else ""
+    content = counting_body(body, route.upstream_model)
+    return await ask(
+        pool,
+        route,
+        path=f"/messages/count_tokens{suffix}",
+        content=content,
+        headers=headers,
+        event="count_tokens",
     )
-    try:
-        with anyio.fail_after(provider.input_tokens_timeout):
-            response = await client.send(request)
-    except (httpx.HTTPError, TimeoutError) as exc:
-        log.warning("count_tokens_unavailable", provider=route.provider_name, error=type(exc).__name__)
-        return None
-    if response.status_code != 200:
-        log.warning("count_tokens_unavailable", provider=route.provider_name, status=response.status_code)
-        return None
-    try:
-        tokens = orjson.loads(response.content).get("input_tokens")
-    except (orjson.JSONDecodeError, AttributeError):
-        tokens = None
-    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
-        log.warning("count_tokens_unreadable", provider=route.provider_name)
-        return None
-    return tokens
 
 
 def confirmer(

@@ -25,7 +25,7 @@ from gateway.experiments.answer import messages_answer
 from gateway.messages.stream import MessagesStreamReader, finish_reason_of
 from gateway.messages.usage import usage_from_anthropic
 from gateway.record import RequestRecord
-from gateway.sse import EventSplitter, data_of, events
+from gateway.sse import EventRewriter, json_of
 from gateway.types import Usage
 from gateway.upstream import Exchange
 
@@ -143,40 +143,29 @@ def reported(usage: Mapping[str, Any], received: int) -> dict[str, Any]:
     return {**usage, "input_tokens": max(0, received - cached)}
 
 
-class Reporter:
+class Reporter(EventRewriter):
     """The events of a stream, whole, with the usage of ``message_start`` and ``message_delta`` reported
     as received."""
 
     def __init__(self, received: int) -> None:
-        self._received = received
-        self._splitter = EventSplitter()
+        super().__init__(lambda event: reported_event(event, received))
 
-    def feed(self, chunk: bytes) -> bytes:
-        complete = self._splitter.feed(chunk)
-        return b"".join(self._event(event) + b"\n\n" for event in events(complete))
 
-    def rest(self) -> bytes:
-        rest = self._splitter.rest()
-        return self._event(rest.strip()) if rest.strip() else rest
-
-    def _event(self, event: bytes) -> bytes:
-        if b'"input_tokens"' not in event:
-            return event
-        payload = data_of(event)
-        try:
-            data = orjson.loads(payload) if payload else None
-        except orjson.JSONDecodeError:
-            return event
-        if not isinstance(data, dict):
-            return event
-        if isinstance(data.get("usage"), dict):
-            data = {**data, "usage": reported(data["usage"], self._received)}
-        elif isinstance(message := data.get("message"), dict) and isinstance(message.get("usage"), dict):
-            data = {**data, "message": {**message, "usage": reported(message["usage"], self._received)}}
-        else:
-            return event
-        kept = [line for line in event.split(b"\n") if not line.startswith(b"data:")]
-        return b"\n".join([*kept, b"data: " + orjson.dumps(data)])
+def reported_event(event: bytes, received: int) -> bytes:
+    """``event`` with the usage it carries (``message_start``'s or ``message_delta``'s) as received."""
+    if b'"input_tokens"' not in event:
+        return event
+    data = json_of(event)
+    if data is None:
+        return event
+    if isinstance(data.get("usage"), dict):
+        data = {**data, "usage": reported(data["usage"], received)}
+    elif isinstance(message := data.get("message"), dict) and isinstance(message.get("usage"), dict):
+        data = {**data, "message": {**message, "usage": reported(message["usage"], received)}}
+    else:
+        return event
+    kept = [line for line in event.split(b"\n") if not line.startswith(b"data:")]
+    return b"\n".join([*kept, b"data: " + orjson.dumps(data)])
 
 
 def _output_texts(data: Mapping[str, Any]) -> list[str]:

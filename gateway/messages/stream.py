@@ -16,9 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import orjson
-
-from gateway.sse import EventSplitter, data_of, events
+from gateway.sse import EventSplitter, events, json_of
 
 STOP_REASONS = {
     "end_turn": "stop",
@@ -89,14 +87,8 @@ class MessagesStreamReader:
         return "".join(self.output_parts)
 
     def _read(self, event: bytes) -> None:
-        payload = data_of(event)
-        if not payload:
-            return
-        try:
-            data = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            return
-        if not isinstance(data, dict):
+        data = json_of(event)
+        if data is None:
             return
         kind = data.get("type")
         if kind == "content_block_delta":

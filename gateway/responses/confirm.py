@@ -13,13 +13,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import anyio
-import httpx
 import orjson
-import structlog
 
+from gateway.provider_count import provider_count as ask
 from gateway.runtime import Route
-from gateway.upstream import UpstreamPool, upstream_headers
+from gateway.upstream import UpstreamPool
 
 COUNTED_FIELDS = (
     "input",
@@ -37,8 +35,6 @@ COUNTED_FIELDS = (
 
 Confirm = Callable[[], Awaitable[int | None]]
 
-log = structlog.get_logger("gateway.responses")
-
 
 def counting_body(body: Mapping[str, Any], upstream_model: str) -> bytes:
     counted = {name: body[name] for name in COUNTED_FIELDS if body.get(name) is not None}
@@ -49,32 +45,10 @@ async def provider_count(
     pool: UpstreamPool, route: Route, body: Mapping[str, Any], headers: Mapping[str, str]
 ) -> int | None:
     """The provider's count of ``body`` as it would send it to ``route``; None when it has none to give."""
-    provider = route.provider
-    client = pool.client(route.provider_name, provider)
-    request = httpx.Request(
-        "POST",
-        f"{provider.base_url}/responses/input_tokens",
-        headers=upstream_headers(provider, {**headers, "accept": "application/json"}),
-        content=counting_body(body, route.upstream_model),
-        extensions={"timeout": client.timeout.as_dict()},
+    content = counting_body(body, route.upstream_model)
+    return await ask(
+        pool, route, path="/responses/input_tokens", content=content, headers=headers, event="input_tokens"
     )
-    try:
-        with anyio.fail_after(provider.input_tokens_timeout):
-            response = await client.send(request)
-    except (httpx.HTTPError, TimeoutError) as exc:
-        log.warning("input_tokens_unavailable", provider=route.provider_name, error=type(exc).__name__)
-        return None
-    if response.status_code != 200:
-        log.warning("input_tokens_unavailable", provider=route.provider_name, status=response.status_code)
-        return None
-    try:
-        tokens = orjson.loads(response.content).get("input_tokens")
-    except (orjson.JSONDecodeError, AttributeError):
-        tokens = None
-    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
-        log.warning("input_tokens_unreadable", provider=route.provider_name)
-        return None
-    return tokens
 
 
 def confirmer(

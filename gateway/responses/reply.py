@@ -22,7 +22,7 @@ from gateway.experiments.answer import answer_of
 from gateway.record import RequestRecord
 from gateway.responses.memory import Remember
 from gateway.responses.stream import ResponsesStreamReader, finish_reason_of
-from gateway.sse import EventSplitter, events
+from gateway.sse import EventRewriter
 from gateway.upstream import Exchange
 from gateway.usage import usage_from_openai
 from gateway.usage_report import rewrite_event
@@ -87,23 +87,11 @@ def relay(
     )
 
 
-class Reporter:
+class Reporter(EventRewriter):
     """The events of a stream, whole, with the final event's usage as the tenant asked it reported."""
 
     def __init__(self, received: int) -> None:
-        self._received = received
-        self._splitter = EventSplitter()
-
-    def feed(self, chunk: bytes) -> bytes:
-        complete = self._splitter.feed(chunk)
-        return b"".join(self._event(event) + b"\n\n" for event in events(complete))
-
-    def rest(self) -> bytes:
-        rest = self._splitter.rest()
-        return self._event(rest.strip()) if rest.strip() else rest
-
-    def _event(self, event: bytes) -> bytes:
-        return rewrite_event(event, self._received) if b'"usage"' in event else event
+        super().__init__(lambda event: rewrite_event(event, received) if b'"usage"' in event else event)
 
 
 async def _remember(record: RequestRecord, reader: ResponsesStreamReader, remember: Remember) -> None:

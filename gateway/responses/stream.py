@@ -13,9 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
-from gateway.sse import EventSplitter, data_of, events
+from gateway.sse import EventSplitter, events, json_of
 
 FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 TEXT_DELTAS = frozenset(
@@ -70,14 +68,8 @@ class ResponsesStreamReader:
         return "".join(self.output_parts)
 
     def _read(self, event: bytes) -> None:
-        payload = data_of(event)
-        if not payload:
-            return
-        try:
-            data = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            return
-        if not isinstance(data, dict):
+        data = json_of(event)
+        if data is None:
             return
         kind = data.get("type")
         if not isinstance(kind, str):

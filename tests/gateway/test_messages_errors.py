@@ -17,7 +17,7 @@ from gateway.errors import (
     UpstreamRejected,
 )
 from gateway.messages.errors import error_type, render
-from gateway.upstream import upstream_headers
+from gateway.upstream_headers import upstream_headers
 
 
 def request_with_id(request_id: str | None = "req_abc") -> Request:
