@@ -106,6 +106,7 @@ class Experiments:
                 arm = await arm_of(self.redis, self.keys, watch, conversation)
             record.experiment = f"{watch.name}; arm={arm}"
             record.watched = (*record.watched, watch.name)
+            record.offered_tools = bool(body.get("tools"))
             self.tally.add(watch.name, now_ms, f"split_{arm}")
             return watch.config.candidate if arm == "candidate" else None
         return None

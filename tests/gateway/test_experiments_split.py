@@ -168,3 +168,19 @@ async def test_counters_and_pairs_wait_out_a_redis_outage(
     await tally.aclose()
     assert await read_traffic(redis_client, keys, name, ["2025-12-01"]) == {"shadowed": 2}
     assert [pair["id"] for pair in await read_pairs(redis_client, keys, name, since_ms=0)] == ["req_1"]
+
+
+def test_a_split_request_leaves_a_pair_of_its_arm_saying_whether_it_offered_tools(
+    tmp_path: Path, redis_url: str, router: respx.Router
+) -> None:
+    from tests.gateway.test_experiments_shadow import pairs_of, wait_for
+
+    name = f"paired-{uuid.uuid4().hex[:8]}"
+    router.post(f"{UPSTREAM}/chat/completions").mock(return_value=httpx.Response(200, json=completion()))
+    tools = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]
+    with gateway_client(tmp_path, redis_url, router, config=split_config(name, sample_rate=1.0)) as client:
+        response = client.post("/v1/chat/completions", json=chat_body(tools=tools))
+        [pair] = wait_for(lambda: pairs_of(redis_url, name))
+    assert response.headers["x-gateway-experiment"] == f"{name}; arm=candidate"
+    assert (pair["mode"], pair["arm"], pair["tools"]) == ("split", "candidate", True)
+    assert pair["primary"] is None and pair["candidate"]["model"] == "gpt-5.2"
