@@ -8,24 +8,29 @@
   unchanged (``<model>:in``, ``<model>:cached``): the cached share when a conversation is unknown; kept a
   week after its last update.
 
-Every call is bounded in time and never raises: an unreadable state is reported as unknown.
+Every call is bounded in time and never raises: an unreadable state is reported as unknown. A write that
+fails for a reason that may pass is tried again a few times over a few seconds (in the background).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
 import redis.asyncio as aioredis
 import structlog
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
+from gateway import pipelined
 from gateway.conversations.state import ConversationState
 from gateway.ledger.reply import integer
 from gateway.ledger.script import Script
+from gateway.pipelined import describe
 
 TIMEOUT_SECONDS = 0.25
+RETRY_PAUSES = (0.25, 1.0, 2.0)
+"""Pauses before each new try of a failed write."""
 SHARE_TTL_SECONDS = 7 * 24 * 3600
 SHARE_MIN_INPUT = 100_000
 """Input tokens the tenant's unchanged requests must add up to before their cached share is trusted."""
@@ -116,26 +121,39 @@ class ConversationStore:
             self._max_per_tenant(),
             state_prefix,
         ]
-        try:
-            with anyio.fail_after(TIMEOUT_SECONDS * 4):
-                await _WRITE.run(self._redis, [state_prefix + anchor, index_key], args)
-        except (RedisError, OSError, TimeoutError) as exc:
-            self._log.warning("conversation_state_unavailable", error=type(exc).__name__)
-            return False
-        return True
+        return await self._write(
+            lambda: _WRITE.run(self._redis, [state_prefix + anchor, index_key], args), what="state"
+        )
 
     async def add_share(self, tenant: str, share: ShareUpdate) -> None:
-        """Add one unchanged request's input and cached tokens to the tenant's share for its model."""
+        """Add one unchanged request's input and cached tokens to the tenant's share for its model, both
+        or neither (``MULTI``/``EXEC`` on one key), so that a try after a failure never counts twice."""
         share_key = self._keys(tenant)[2]
-        try:
-            with anyio.fail_after(TIMEOUT_SECONDS * 4):
-                async with self._redis.pipeline(transaction=False) as pipe:
-                    pipe.hincrby(share_key, f"{share.model}:in", share.input_tokens)
-                    pipe.hincrby(share_key, f"{share.model}:cached", share.cached_tokens)
-                    pipe.expire(share_key, SHARE_TTL_SECONDS)
-                    await pipe.execute()
-        except (RedisError, OSError, TimeoutError) as exc:
-            self._log.warning("conversation_state_unavailable", error=type(exc).__name__)
+
+        async def add() -> None:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.hincrby(share_key, f"{share.model}:in", share.input_tokens)
+                pipe.hincrby(share_key, f"{share.model}:cached", share.cached_tokens)
+                pipe.expire(share_key, SHARE_TTL_SECONDS)
+                await pipelined.execute_checked(pipe)
+
+        await self._write(add, what="share")
+
+    async def _write(self, write: Callable[[], Awaitable[object]], *, what: str) -> bool:
+        """Run ``write`` (bounded in time), again after a pause while the failure may pass (a cluster
+        failing over takes a second or two); whether it was written. Writes run beside or after the
+        request, never in its way."""
+        for pause in (*RETRY_PAUSES, None):
+            try:
+                with anyio.fail_after(TIMEOUT_SECONDS * 4):
+                    await write()
+                return True
+            except (RedisError, RedisClusterException, OSError, TimeoutError) as exc:
+                if pause is None or not pipelined.is_transient(exc):
+                    self._log.warning("conversation_state_unavailable", write=what, error=describe(exc))
+                    return False
+            await anyio.sleep(pause)
+        return False
 
 
 def _share(fed: object, cached: object) -> float | None:

@@ -31,6 +31,7 @@ import orjson
 import structlog
 from redis.asyncio import Redis
 
+from gateway import pipelined
 from gateway.ledger.reply import integer, text
 
 PAIRS_MAXLEN = 200_000
@@ -64,31 +65,35 @@ async def add_pair(redis: Redis, keys: ExperimentKeys, name: str, pair: Mapping[
 
 async def add_pairs(
     redis: Redis, keys: ExperimentKeys, pairs: Sequence[tuple[str, Mapping[str, Any]]]
-) -> None:
-    """Append many pairs, of one or more experiments, in one round trip (the live part's batches)."""
+) -> list[tuple[str, Mapping[str, Any]]]:
+    """Append many pairs, of one or more experiments, in one round trip (the live part's batches); returns
+    the pairs whose append failed (every reply is read: on a cluster one node can fail alone)."""
     if not pairs:
-        return
+        return []
     async with redis.pipeline(transaction=False) as pipe:
         for name, pair in pairs:
             key = keys.pairs(name)
             pipe.xadd(key, {FIELD: orjson.dumps(pair)}, maxlen=PAIRS_MAXLEN, approximate=True)
             pipe.expire(key, TRAFFIC_TTL_SECONDS)
-        await pipe.execute()
+        replies = (await pipelined.execute(pipe)).values
+    return [pair for pair, reply in zip(pairs, replies[::2], strict=True) if pipelined.is_failure(reply)]
 
 
 async def add_traffic(
     redis: Redis, keys: ExperimentKeys, name: str, day: str, counts: Mapping[str, int]
 ) -> None:
-    """Add ``counts`` to the day's counters (``HINCRBY`` each) and set the day's expiry, in one round trip."""
+    """Add ``counts`` to the day's counters (``HINCRBY`` each) and set the day's expiry, in one round trip,
+    all or nothing (``MULTI``/``EXEC``: the day's hash is one key), so that a failed write can be tried
+    again without counting twice what went through."""
     added = {field: count for field, count in counts.items() if count}
     if not added:
         return
     key = keys.traffic(name, day)
-    async with redis.pipeline(transaction=False) as pipe:
+    async with redis.pipeline(transaction=True) as pipe:
         for field, count in added.items():
             pipe.hincrby(key, field, count)
         pipe.expire(key, TRAFFIC_TTL_SECONDS)
-        await pipe.execute()
+        await pipelined.execute_checked(pipe)
 
 
 async def read_pairs(

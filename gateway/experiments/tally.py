@@ -21,8 +21,10 @@ MAX_PENDING_PAIRS = 10_000
 
 Write = Callable[[str, str, Mapping[str, int]], Awaitable[None]]
 """``write(experiment, day, counts)``: add the counts to the experiment's counters of that UTC day."""
-WritePairs = Callable[[Sequence[tuple[str, dict[str, Any]]]], Awaitable[None]]
-"""``write_pairs([(experiment, pair), …])``: append the pairs to their experiments' streams."""
+Pairs = Sequence[tuple[str, Mapping[str, Any]]]
+WritePairs = Callable[[Pairs], Awaitable[Pairs]]
+"""``write_pairs([(experiment, pair), …])``: append the pairs to their experiments' streams; returns the
+pairs that could not be appended."""
 
 
 class Tally:
@@ -31,7 +33,7 @@ class Tally:
         self._write_pairs = write_pairs
         self._every = every
         self._counts: dict[tuple[str, str], Counter[str]] = {}
-        self._pairs: list[tuple[str, dict[str, Any]]] = []
+        self._pairs: list[tuple[str, Mapping[str, Any]]] = []
         self.dropped_pairs = 0
         self._task: asyncio.Task[None] | None = None
 
@@ -70,10 +72,14 @@ class Tally:
         pairs, self._pairs = self._pairs, []
         if pairs:
             try:
-                await self._write_pairs(pairs)
+                failed = await self._write_pairs(pairs)
             except Exception as exc:  # Redis away: the pairs wait for the next flush
                 log.warning("experiment_pairs_failed", pairs=len(pairs), error=str(exc))
-                self._pairs[:0] = pairs[: MAX_PENDING_PAIRS - len(self._pairs)]
+                failed = pairs
+            if failed:
+                if len(failed) < len(pairs):
+                    log.warning("experiment_pairs_failed", pairs=len(failed), error="some appends failed")
+                self._pairs[:0] = failed[: MAX_PENDING_PAIRS - len(self._pairs)]
 
     async def _run(self) -> None:
         while True:

@@ -3,10 +3,14 @@
 A batch is split by tenant (a script may only touch one tenant's keys: one Cluster slot) into chunks of
 up to ``CHUNK_EVENTS``; each chunk is one EVALSHA that dedups, appends and adds up its events atomically.
 
-Every failure is sorted into one of two kinds: the store is unavailable (connection lost, timeout, a
-server that is loading, read-only or out of memory), so the whole batch is retried later from the spool;
-or the server refused a chunk for good (foreign data under a ledger key), in which case its events are
-tried one by one and those refused are set aside rather than retried forever. Because the script is
+Every reply of the pipeline is read (``gateway.pipelined``): on a Redis Cluster a node that fails mid-read
+puts an error in place of each of its replies while the other nodes' replies are real. Every failure is
+sorted into one of two kinds: the store is unavailable (connection lost, timeout, a server that is
+loading, read-only or out of memory, a cluster failing over), so the whole batch is retried later from the
+spool; or the server refused a chunk for good (foreign data under a ledger key), in which case its events
+are tried one by one and those refused are set aside rather than retried forever. On a cluster the
+pipeline ends with a ``WAIT`` per node (``gateway.replication``), so that a batch is counted as written
+only once a replica has it too, or the master that took it is still alive. Because the script is
 idempotent, retrying a batch that was partly applied never counts anything twice.
 """
 
@@ -16,20 +20,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.asyncio.cluster import ClusterNode
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError
 
+from gateway import pipelined
 from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import day_of, month_expiry
 from gateway.ledger.script import APPLY_EVENTS, Script
+from gateway.pipelined import WriteFailed, describe, failures, is_transient
+from gateway.replication import add_waits, nodes_to_confirm, unconfirmed
 
 CHUNK_EVENTS = 100
 """Events per script call: enough to share the counter updates, few enough to keep Redis responsive."""
 EXACT_LIMIT = 2**52
 """Money summed inside one script call stays below this, where Lua's double arithmetic is still exact."""
-TRANSIENT_REPLIES = (
-    "OOM", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "NOREPLICAS"
-)  # fmt: skip
 
 
 Command = tuple[str | bytes | int, ...]
@@ -56,6 +61,8 @@ class EventApplier:
         self._retention = retention_months
         self._script = Script(APPLY_EVENTS)
         self._expiry: dict[str, int] = {}
+        self.unreplicated = 0
+        """Batches' writes a node took but no replica had confirmed within the wait (logged by the writer)."""
 
     async def apply(self, events: Sequence[CostEvent]) -> BatchResult:
         chunks, rejected = self._chunks(events)
@@ -66,7 +73,9 @@ class EventApplier:
             if isinstance(reply, ResponseError):
                 retry_alone.extend(chunk)
                 continue
-            flags = list(reply) if isinstance(reply, list) else []
+            if not isinstance(reply, list):  # not the script's answer: nothing is known to be written
+                raise StoreUnavailable(f"unexpected reply to the apply script: {type(reply).__name__}")
+            flags = reply
             applied += sum(1 for flag in flags if flag == 1)
             duplicates += sum(1 for flag in flags if flag != 1)
         if retry_alone:  # a refused chunk: find the events that are refused on their own
@@ -81,30 +90,49 @@ class EventApplier:
         return BatchResult(applied, duplicates, tuple(rejected))
 
     async def _run(self, chunks: Sequence[Sequence[CostEvent]], *, tenants: set[str]) -> list[object]:
-        """Send the chunks in one pipeline, once more after loading the script if the server lacked it."""
+        """Send the chunks in one pipeline, once more after loading the script if the server lacked it.
+
+        Every reply is read: a chunk, the tenants' index or a replica's acknowledgement that failed for a
+        reason that may pass (``gateway.pipelined``) makes the whole batch unavailable, to be tried again
+        from the spool; only a chunk the server refused for good comes back as an error reply."""
         commands = [self._command(chunk) for chunk in chunks]
+        confirm = nodes_to_confirm(self._redis, self._slot_keys(chunks, tenants))
         try:
-            replies = await self._send(commands, tenants)
+            replies = await self._send(commands, tenants, confirm)
             if any(isinstance(reply, NoScriptError) for reply in replies):
                 await self._script.load(self._redis)
-                replies = await self._send(commands, tenants)
-        except (RedisError, OSError) as exc:  # connection lost, timeout, or the script could not be loaded
-            raise StoreUnavailable(str(exc) or type(exc).__name__) from exc
+                replies = await self._send(commands, tenants, confirm)
+        except (RedisError, RedisClusterException, OSError) as exc:  # lost, timed out, or no script
+            raise StoreUnavailable(describe(exc)) from exc
         for reply in replies:
-            if isinstance(reply, ResponseError) and (
-                isinstance(reply, NoScriptError) or str(reply).startswith(TRANSIENT_REPLIES)
-            ):
-                raise StoreUnavailable(str(reply)) from reply
+            if isinstance(reply, BaseException) and is_transient(reply):
+                raise StoreUnavailable(describe(reply)) from reply
         return replies
 
-    async def _send(self, commands: Sequence[Command], tenants: set[str]) -> list[object]:
+    async def _send(
+        self, commands: Sequence[Command], tenants: set[str], confirm: Sequence[ClusterNode]
+    ) -> list[object]:
+        """The chunks' replies; raises when the tenants' index or a replica acknowledgement failed."""
         pipe = self._redis.pipeline(transaction=False)
         for command in commands:
             pipe.execute_command("EVALSHA", *command)
-        for tenant in tenants:
+        for tenant in sorted(tenants):
             pipe.sadd(self._keys.tenants(), tenant)
-        replies: list[object] = await pipe.execute(raise_on_error=False)
-        return replies[: len(commands)]
+        add_waits(pipe, confirm)
+        replies = (await pipelined.execute(pipe)).values
+        scripts, rest = replies[: len(commands)], replies[len(commands) :]
+        failed = failures(rest)
+        if failed:
+            error = rest[failed[0]]
+            assert isinstance(error, BaseException)
+            raise WriteFailed(failed, error)
+        self.unreplicated += unconfirmed(rest[len(tenants) :])
+        return scripts
+
+    def _slot_keys(self, chunks: Sequence[Sequence[CostEvent]], tenants: set[str]) -> list[str]:
+        """One key per slot the batch writes: each tenant's, and the tenants' index."""
+        keys = [self._keys.holds(chunk[0].tenant) for chunk in chunks]
+        return [*keys, self._keys.tenants()] if tenants else keys
 
     def _chunks(self, events: Sequence[CostEvent]) -> tuple[list[list[CostEvent]], list[Rejected]]:
         by_tenant: dict[str, list[list[CostEvent]]] = {}

@@ -30,6 +30,7 @@ from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.schema import LedgerConfig
 from gateway.ledger.spool import Spool
+from gateway.replication import refresh_topology
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,8 @@ class LedgerStats:
     queued: int
     redis_up: bool
     spool_pending: bool
+    unreplicated: int = 0
+    """On a Redis Cluster: batches a master took that no replica confirmed within the wait (logged)."""
 
 
 class Ledger:
@@ -70,6 +73,7 @@ class Ledger:
         """Taken off the queue, not yet in Redis or the spool: ``close()`` spools them too."""
         self._redis_up = False
         self._next_probe = 0.0
+        self._unreplicated_logged = 0
         self._counts = dict.fromkeys(
             ("recorded", "applied", "duplicates", "spooled", "replayed", "rejected", "failures"), 0
         )
@@ -133,6 +137,7 @@ class Ledger:
             queued=self._queue.qsize() if self._queue is not None else 0,
             redis_up=self._redis_up,
             spool_pending=self._spool.pending,
+            unreplicated=self._applier.unreplicated,
         )
 
     async def __aenter__(self) -> Ledger:
@@ -215,6 +220,7 @@ class Ledger:
                 self._counts["applied"] += result.applied
                 self._counts["duplicates"] += result.duplicates
                 self._set_aside(result.rejected)
+                self._note_replication()
                 return
         lines = [event.to_json() for event in batch]
         await asyncio.to_thread(self._spool.append, lines)
@@ -253,8 +259,15 @@ class Ledger:
             self._log.error("ledger_event_rejected", event_id=event.id, tenant=event.tenant, reason=reason)
         self._counts["rejected"] += len(rejected)
 
+    def _note_replication(self) -> None:
+        unreplicated = self._applier.unreplicated
+        if unreplicated > self._unreplicated_logged:
+            self._log.warning("ledger_write_unreplicated", batches=unreplicated - self._unreplicated_logged)
+            self._unreplicated_logged = unreplicated
+
     async def _probe(self) -> None:
         loop = asyncio.get_running_loop()
+        await refresh_topology(self._redis)  # a cluster that failed over: write to the promoted replica
         try:
             async with asyncio.timeout(self.config.write_timeout_seconds):
                 await self._redis.set(self.keys.probe(), "1", px=60_000)  # a write: answering is not enough

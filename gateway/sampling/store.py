@@ -2,9 +2,11 @@
 
 ``record(signal)`` never waits: it puts the signal on the queue, or counts it as dropped when the queue is
 full. The writer task takes what is queued (up to ``batch_size``) and sends it in one pipelined round trip,
-``XADD gw:samples:{model} MAXLEN ~ N``. When Redis fails, the batch is dropped and counted, and batches
-are dropped without trying for ``retry_interval_seconds``. Samples are statistics, not money: losing some
-while Redis is down is acceptable, and nothing is spooled (the cost ledger is the part that never loses).
+``XADD gw:samples:{model} MAXLEN ~ N``, reading every reply (``gateway.pipelined``): on a Redis Cluster one
+node can fail while the others write. What was not written is held and tried again, first, every
+``retry_interval_seconds`` until Redis takes it; while Redis is away new samples join it. The samples held
+are capped at ``queue_size``: beyond that the oldest are dropped and counted. Samples are statistics, not
+money, so nothing is spooled to disk (the cost ledger is the part that never loses).
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from types import TracebackType
 
 import structlog
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
+from gateway import pipelined
 from gateway.background import wind_down
+from gateway.pipelined import describe
 from gateway.sampling.config import SamplingConfig
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.signals import Signal
@@ -36,15 +40,20 @@ class Entry:
     maxlen: int
 
 
-async def append(redis: Redis, entries: Sequence[Entry], *, keys: SamplingKeys) -> None:
-    """Append ``entries`` in one pipelined round trip, each stream capped (``MAXLEN ~``)."""
+async def append(redis: Redis, entries: Sequence[Entry], *, keys: SamplingKeys) -> list[Entry]:
+    """Append ``entries`` in one pipelined round trip, each stream capped (``MAXLEN ~``); returns the
+    entries whose write failed (all of them when the index of models could not be written)."""
     if not entries:
-        return
+        return []
     async with redis.pipeline(transaction=False) as pipe:
         for entry in entries:
             pipe.xadd(entry.key, entry.fields, maxlen=entry.maxlen, approximate=True)  # type: ignore[arg-type]
         pipe.sadd(keys.models(), *sorted({entry.model for entry in entries}))
-        await pipe.execute()
+        replies = await pipelined.execute(pipe)
+    failed = replies.failed
+    if failed and failed[-1] == len(entries):  # the models' index: the map would not find these streams
+        return list(entries)
+    return [entries[position] for position in failed]
 
 
 def sample_entry(signal: Signal, *, keys: SamplingKeys, maxlen: int) -> Entry:
@@ -58,11 +67,14 @@ class WriterStats:
     dropped_full: int
     """Dropped because the queue was full (Redis slower than the traffic)."""
     dropped_redis: int
-    """Dropped because Redis failed or was recently down (or left queued at close)."""
+    """Dropped because Redis was away for longer than ``queue_size`` samples could be held (or they were
+    still unwritten at close)."""
     dropped_error: int
     """Dropped because writing them raised an unexpected error (logged)."""
     queued: int
     redis_up: bool
+    held: int = 0
+    """Samples whose write failed, waiting to be tried again."""
 
 
 class SampleWriter:
@@ -79,6 +91,8 @@ class SampleWriter:
         self._task: asyncio.Task[None] | None = None
         self._redis_up = True
         self._down_until = 0.0
+        self._held: list[Entry] = []
+        """Samples whose write failed, tried again first (at most ``queue_size``)."""
         self._counts = dict.fromkeys(
             ("recorded", "written", "dropped_full", "dropped_redis", "dropped_error"), 0
         )
@@ -111,7 +125,10 @@ class SampleWriter:
             return
         await wind_down(queue, task, timeout)
         self._task = None
-        self._counts["dropped_redis"] += queue.qsize()
+        if self._held:  # one last try for what failed before
+            await self._write([])
+        self._counts["dropped_redis"] += queue.qsize() + len(self._held)
+        self._held = []
         self._queue = None
 
     def stats(self) -> WriterStats:
@@ -119,6 +136,7 @@ class SampleWriter:
             **self._counts,
             queued=self._queue.qsize() if self._queue is not None else 0,
             redis_up=self._redis_up,
+            held=len(self._held),
         )
 
     async def __aenter__(self) -> SampleWriter:
@@ -133,8 +151,10 @@ class SampleWriter:
     async def _run(self) -> None:
         assert self._queue is not None
         queue = self._queue
+        loop = asyncio.get_running_loop()
         while True:
-            batch = await _next_batch(queue, self._config().batch_size)
+            retry_in = max(0.0, self._down_until - loop.time()) if self._held else None
+            batch = await _next_batch(queue, self._config().batch_size, timeout=retry_in)
             try:
                 await self._write(batch)
             except Exception:  # a bug must not stop sampling for the life of the process
@@ -145,31 +165,50 @@ class SampleWriter:
                     queue.task_done()
 
     async def _write(self, batch: Sequence[Signal]) -> None:
+        """Write the samples held from failed writes, then ``batch``; hold again whatever fails."""
         config = self._config()
         loop = asyncio.get_running_loop()
-        if not self._redis_up and loop.time() < self._down_until:
-            self._counts["dropped_redis"] += len(batch)
-            return
         keys = SamplingKeys(config.key_prefix)
-        entries = [sample_entry(signal, keys=keys, maxlen=config.stream_maxlen) for signal in batch]
+        entries = [*self._held, *(sample_entry(s, keys=keys, maxlen=config.stream_maxlen) for s in batch)]
+        self._held = []
+        if not self._redis_up and loop.time() < self._down_until:
+            self._hold(entries, cap=config.queue_size)
+            return
+        error = None
         try:
             async with asyncio.timeout(config.write_timeout_seconds):
-                await append(self._redis, entries, keys=keys)
-        except (RedisError, OSError, TimeoutError) as exc:
-            self._counts["dropped_redis"] += len(batch)
+                failed = await append(self._redis, entries, keys=keys)
+        except (RedisError, RedisClusterException, OSError, TimeoutError) as exc:
+            failed, error = entries, describe(exc)
+        self._counts["written"] += len(entries) - len(failed)
+        if failed:
+            self._hold(failed, cap=config.queue_size)
             if self._redis_up:
-                self._log.warning("sampling_redis_down", error=str(exc) or type(exc).__name__)
+                reason = error or "some writes failed"
+                self._log.warning("sampling_redis_down", error=reason, held=len(failed))
             self._redis_up = False
             self._down_until = loop.time() + config.retry_interval_seconds
             return
         if not self._redis_up:
             self._log.info("sampling_redis_up", dropped=self._counts["dropped_redis"])
         self._redis_up = True
-        self._counts["written"] += len(batch)
+
+    def _hold(self, entries: Sequence[Entry], *, cap: int) -> None:
+        """Keep ``entries`` for the next try: the newest ``cap`` of them; older ones are dropped, counted."""
+        overflow = len(entries) - cap
+        if overflow > 0:
+            self._counts["dropped_redis"] += overflow
+            entries = entries[overflow:]
+        self._held = list(entries)
 
 
-async def _next_batch(queue: asyncio.Queue[Signal], size: int) -> list[Signal]:
-    batch = [await queue.get()]
+async def _next_batch(queue: asyncio.Queue[Signal], size: int, *, timeout: float | None) -> list[Signal]:
+    """The next signals queued, up to ``size``; none when ``timeout`` passes first (held samples are due)."""
+    try:
+        first = await asyncio.wait_for(queue.get(), timeout)
+    except TimeoutError:
+        return []
+    batch = [first]
     while len(batch) < size and not queue.empty():
         batch.append(queue.get_nowait())
     return batch

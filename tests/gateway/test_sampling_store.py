@@ -3,10 +3,13 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
+import anyio
 import pytest
 import redis.asyncio as aioredis
 
+from gateway.redisserver import EmbeddedRedis, free_port
 from gateway.sampling.config import SamplingConfig
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.reader import SampleReader
@@ -69,7 +72,9 @@ async def test_writer_drops_and_counts_when_the_queue_is_full(
 
 
 @pytest.mark.anyio
-async def test_writer_drops_with_a_counter_when_redis_is_down(dead_redis: aioredis.Redis) -> None:
+async def test_writer_holds_samples_while_redis_is_down_and_counts_them_lost_at_close(
+    dead_redis: aioredis.Redis,
+) -> None:
     assert not inspect.iscoroutinefunction(SampleWriter.record)  # recording never waits on Redis
     config = SamplingConfig(retry_interval_seconds=60)
     writer = SampleWriter(dead_redis, config=lambda: config)
@@ -78,10 +83,55 @@ async def test_writer_drops_with_a_counter_when_redis_is_down(dead_redis: aiored
         writer.record(make_signal(request_id=f"req_{n}"))
     assert writer.stats().queued == 300  # all handed over, none written yet: the writer has not run
     await writer.drain()
-    stats = writer.stats()
+    held = writer.stats()
     await writer.close()
-    assert stats.recorded == 300 and stats.written == 0
-    assert stats.dropped_redis == 300 and stats.redis_up is False
+    closed = writer.stats()
+    assert (held.recorded, held.written, held.held, held.dropped_redis) == (300, 0, 300, 0)
+    assert held.redis_up is False
+    assert (closed.held, closed.dropped_redis) == (0, 300)
+
+
+@pytest.mark.anyio
+async def test_writer_holds_at_most_queue_size_samples_dropping_the_oldest(
+    dead_redis: aioredis.Redis,
+) -> None:
+    config = SamplingConfig(queue_size=20, batch_size=5, retry_interval_seconds=60)
+    async with SampleWriter(dead_redis, config=lambda: config) as writer:
+        for n in range(50):
+            writer.record(make_signal(request_id=f"req_{n}"))
+            await writer.drain()  # one batch at a time: the queue never fills
+        stats = writer.stats()
+    assert (stats.recorded, stats.dropped_full, stats.held, stats.dropped_redis) == (50, 0, 20, 30)
+
+
+@pytest.mark.anyio
+async def test_writer_writes_what_it_held_once_redis_is_back(tmp_path: Path, model: str) -> None:
+    port = free_port()
+    config = SamplingConfig(retry_interval_seconds=0.05, write_timeout_seconds=0.5)
+    server = EmbeddedRedis(tmp_path / "redis", port=port, persist=False)
+    server.start()
+    client = aioredis.Redis.from_url(server.url, socket_connect_timeout=0.2, retry=None)
+    try:
+        async with SampleWriter(client, config=lambda: config) as writer:
+            writer.record(make_signal(model=model, request_id="req_before"))
+            await writer.drain()
+            server.stop()
+            for n in range(40):
+                writer.record(make_signal(model=model, request_id=f"req_{n}"))
+            await writer.drain()
+            down = writer.stats()
+            server.start()
+            with anyio.fail_after(10):
+                while writer.stats().held:  # retried on its own, every retry interval
+                    await anyio.sleep(0.05)
+            back = writer.stats()
+        assert (down.written, down.held, down.redis_up) == (1, 40, False)
+        assert (back.written, back.held, back.dropped_redis, back.redis_up) == (41, 0, 0, True)
+        assert await client.xlen(KEYS.samples(model)) == 40  # the server kept nothing: only what came back
+        assert model.encode() in await client.smembers(KEYS.models())  # type: ignore[misc]
+    finally:
+        await client.aclose()
+        server.stop()
 
 
 @pytest.mark.anyio
