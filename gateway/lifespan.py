@@ -30,6 +30,7 @@ from gateway.metrics import GatewayMetrics, RequestMetrics, StateReading
 from gateway.pipeline import Pipeline
 from gateway.redisserver import EmbeddedRedis, embedded_redis_dir
 from gateway.reload import ConfigStore
+from gateway.responses.memory import ResponseMemory
 from gateway.sampling.config import SamplingConfig
 from gateway.sampling.observer import Sampler
 from gateway.sampling.store import SampleWriter
@@ -153,6 +154,11 @@ async def open_gateway(
         request_metrics,
         ConversationRecorder(conversations, background),
     )
+    memory = ResponseMemory(
+        redis, prefix=ledger_config.key_prefix, spool_dir=settings.data_dir / "spool-responses"
+    )
+    memory.start()
+    stack.push_async_callback(memory.aclose)  # after the requests, before Redis closes: a last try
     pipeline = Pipeline(
         store=store,
         pool=pool,
@@ -161,6 +167,7 @@ async def open_gateway(
         background=background,
         budgets=Budgets(redis, budget_of=live.budget_of, config=ledger_config),
         conversations=conversations,
+        memory=memory,
     )
     stack.push_async_callback(pipeline.experiments.aclose)  # before the pool and the ledger: shadow calls end
     return GatewayState(

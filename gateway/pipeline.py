@@ -75,6 +75,7 @@ class Pipeline:
         background: Background,
         budgets: Budgets,
         conversations: ConversationStore | None = None,
+        memory: ResponseMemory | None = None,
     ) -> None:
         self.store = store
         self.pool = pool
@@ -84,7 +85,7 @@ class Pipeline:
         self.budgets = budgets
         self.retrievers: dict[Any, Any] = {}
         self.recall_memory: Lru[DocumentIndex] = Lru(RECALL_INDEXES)
-        self.memory = ResponseMemory(redis, prefix=store.current.config.ledger.key_prefix)
+        self.memory = memory or ResponseMemory(redis, prefix=store.current.config.ledger.key_prefix)
         self.conversations = conversations or ConversationStore(
             redis, prefix=store.current.config.ledger.key_prefix
         )

@@ -15,17 +15,22 @@ A response still running upstream (``background: true``) is remembered with what
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
 import orjson
 import redis.asyncio as aioredis
 import structlog
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
+from gateway import pipelined
+from gateway.pipelined import describe, is_transient
 from gateway.record import RequestRecord
+from gateway.replication import add_waits, nodes_to_confirm, refresh_topology, unconfirmed
+from gateway.responses.unwritten import UnwrittenResponses
 
 DEFAULT_TTL_SECONDS = 30 * 24 * 3600
 MAX_ID_LENGTH = 256
@@ -84,8 +89,11 @@ def pending_key(prefix: str = "gw") -> str:
 
 
 PENDING_KEY = pending_key()
-WRITE_TIMEOUT_SECONDS = 0.5
-"""How long an answer waits for its response to be remembered (the write is best effort)."""
+WRITE_SECONDS = 2.0
+"""How long an answer waits for its response to be remembered in Redis, trying again while the failure may
+pass (a cluster failing over, a busy machine); after that the value is kept by ``UnwrittenResponses`` (on
+disk and in the process) and written from there."""
+RETRY_PAUSES = (0.05, 0.1, 0.2, 0.4, 0.8)
 
 _CLAIM = """
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
@@ -98,20 +106,37 @@ class ResponseMemory:
     """Remembers and recalls responses by id; Redis errors are logged, never raised to the client."""
 
     def __init__(
-        self, redis: aioredis.Redis, *, prefix: str = "gw", ttl_seconds: int = DEFAULT_TTL_SECONDS
+        self,
+        redis: aioredis.Redis,
+        *,
+        prefix: str = "gw",
+        ttl_seconds: int = DEFAULT_TTL_SECONDS,
+        spool_dir: Path | None = None,
     ) -> None:
-        """``prefix``: the ledger's key prefix, so that gateways sharing a Redis keep apart."""
+        """``prefix``: the ledger's key prefix, so that gateways sharing a Redis keep apart; ``spool_dir``:
+        where values Redis could not take wait (None: in this process only)."""
         self._redis = redis
         self._prefix = prefix
         self._pending = pending_key(prefix)
         self._ttl = ttl_seconds
+        self.unwritten = UnwrittenResponses(spool_dir, self._write_held)
+        self.unreplicated = 0
+
+    def start(self) -> None:
+        self.unwritten.start()
+
+    async def aclose(self) -> None:
+        await self.unwritten.aclose()
 
     async def remember(
         self, tenant: str, response_id: str, value: Remembered, *, look_at_ms: int | None = None
     ) -> bool:
-        """Whether it was written (within ``WRITE_TIMEOUT_SECONDS``); a pending value is also queued, to be
-        looked at from ``look_at_ms``. The queue entry goes first: an entry whose value never got written
-        is dropped when looked at, while a pending value nobody would look at could never be billed."""
+        """Whether it was remembered. A value is written to Redis before the answer goes (within
+        ``WRITE_SECONDS``), else kept by ``UnwrittenResponses`` until Redis takes it: either way its owner
+        can fetch it and chain to it. A pending value is also queued, to be looked at from ``look_at_ms``;
+        it is not kept aside when Redis fails (False: the request is then billed at once). The queue entry
+        goes first: an entry whose value never got written is dropped when looked at, while a pending
+        value nobody would look at could never be billed."""
         if not response_id or len(response_id) > MAX_ID_LENGTH:
             return False
         data: dict[str, Any] = {
@@ -122,28 +147,76 @@ class ResponseMemory:
         }
         if value.pending is not None:
             data["q"] = asdict(value.pending)
-        with anyio.move_on_after(WRITE_TIMEOUT_SECONDS) as scope:
-            try:
-                if value.pending is not None:
-                    await self._redis.zadd(self._pending, {_member(tenant, response_id): look_at_ms or 0})
-                key = response_key(tenant, response_id, self._prefix)
-                await self._redis.set(key, orjson.dumps(data), ex=self._ttl)
-            except RedisError as exc:
-                log.warning("response_memory_unavailable", error=type(exc).__name__)
-                return False
-        if scope.cancelled_caught:
-            log.warning("response_memory_unavailable", error="timeout")
+        key = response_key(tenant, response_id, self._prefix)
+        encoded = orjson.dumps(data)
+        queue = {_member(tenant, response_id): look_at_ms or 0} if value.pending is not None else None
+        if self.unwritten.waiting:  # Redis failed moments ago: no answer waits for it again until it is back
+            error: str | None = "Redis unavailable moments ago"
+        else:
+            error = await self._write_within(key, encoded, queue)
+            if error is None:
+                return True
+            log.warning("response_memory_unavailable", error=error)
+        if value.pending is not None:
             return False
+        self.unwritten.hold(tenant, response_id, encoded, self._ttl * 1000)
         return True
+
+    async def _write_within(self, key: str, value: bytes, queue: dict[bytes, int] | None) -> str | None:
+        """Write ``value`` (and the queue entry), trying again while that may help; the last error, or
+        None once written."""
+        error = "timeout"
+        with anyio.move_on_after(WRITE_SECONDS):
+            for pause in (*RETRY_PAUSES, None):
+                try:
+                    await self._write_one(key, value, queue)
+                    return None
+                except (RedisError, RedisClusterException, OSError, TimeoutError) as exc:
+                    error = describe(exc)
+                    if pause is None or not is_transient(exc):
+                        return error
+                await refresh_topology(self._redis)
+                await anyio.sleep(pause)
+        return error
+
+    async def _write_one(self, key: str, value: bytes, queue: dict[bytes, int] | None) -> None:
+        async with self._redis.pipeline(transaction=False) as pipe:
+            if queue is not None:
+                pipe.zadd(self._pending, queue)
+            pipe.set(key, value, ex=self._ttl)
+            add_waits(pipe, nodes_to_confirm(self._redis, [key]))
+            replies = await pipelined.execute_checked(pipe)
+        self.unreplicated += unconfirmed(replies[2 if queue is not None else 1 :])
+
+    async def _write_held(self, items: Sequence[tuple[str, str, bytes, int]]) -> int:
+        """Write values kept aside, in one round trip; how many, from the first, were written."""
+        if not items:
+            return 0
+        keys = [response_key(tenant, response_id, self._prefix) for tenant, response_id, _, _ in items]
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for key, (_, _, value, ttl_ms) in zip(keys, items, strict=True):
+                pipe.set(key, value, px=max(1, ttl_ms))
+            add_waits(pipe, nodes_to_confirm(self._redis, keys))
+            replies = (await pipelined.execute(pipe)).values
+        if any(pipelined.is_failure(reply) for reply in replies[len(items) :]):
+            return 0  # a replica's acknowledgement failed: the node may have died with the writes
+        written = 0
+        for reply in replies[: len(items)]:
+            if pipelined.is_failure(reply):
+                break
+            written += 1
+        return written
 
     async def recall(self, tenant: str, response_id: object) -> Remembered | None:
         if not isinstance(response_id, str) or not response_id or len(response_id) > MAX_ID_LENGTH:
             return None
         try:
             raw = await self._redis.get(response_key(tenant, response_id, self._prefix))
-        except RedisError as exc:
+        except (RedisError, RedisClusterException) as exc:
             log.warning("response_memory_unavailable", error=type(exc).__name__)
-            return None
+            raw = None
+        if raw is None:
+            raw = self.unwritten.get(tenant, response_id)
         if raw is None:
             return None
         try:
