@@ -59,6 +59,7 @@ async def refresh_topology(redis: Redis) -> None:
     if not isinstance(redis, RedisCluster):
         return
     try:
+        await redis.initialize()  # a client not used yet learns the slots and the command table
         await redis.nodes_manager.initialize()
     except (RedisError, RedisClusterException, OSError) as exc:  # the cluster is still failing over
         log.info("cluster_topology_unavailable", error=str(exc) or type(exc).__name__)

@@ -1,20 +1,17 @@
-"""Redis Cluster: a real three-node cluster started from the redis-server binary; the ledger, budgets,
+"""Redis Cluster: a real three-node cluster started from the server binary; the ledger, budgets,
 sampler and caches work on it (every multi-key operation stays in one slot), and so does `gateway serve`
 with GATEWAY_REDIS_CLUSTER."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
 import pytest
 from redis.asyncio.cluster import RedisCluster
-from redis.cluster import key_slot
 
 from gateway.cache import RedisCache
 from gateway.errors import BudgetExceeded
@@ -22,9 +19,9 @@ from gateway.ledger import BudgetConfig, Budgets, CostEvent, Ledger, LedgerKeys,
 from gateway.ledger.period import day_of
 from gateway.ledger.reply import integer
 from gateway.lifespan import redis_client
-from gateway.redisserver import EmbeddedRedis, EmbeddedRedisError, free_cluster_port, redis_cli_binary
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.store import Entry, append
+from tests.cluster import Cluster, names_on_every_master, redis_cluster
 from tests.e2e.test_shutdown import mock_config, serving
 from tests.factories import TENANT_KEY
 from tests.gateway.test_ledger_event import make_event
@@ -32,41 +29,15 @@ from tests.gateway.test_ledger_event import make_event
 NODES = 3
 
 
-def create_cluster(ports: list[int]) -> None:
-    addresses = [f"127.0.0.1:{port}" for port in ports]
-    subprocess.run(
-        [redis_cli_binary(), "--cluster", "create", *addresses, "--cluster-yes"],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        states = [
-            subprocess.run(
-                [redis_cli_binary(), "-p", str(port), "cluster", "info"], capture_output=True, timeout=10
-            ).stdout
-            for port in ports
-        ]
-        if all(b"cluster_state:ok" in state for state in states):
-            return
-        time.sleep(0.1)
-    raise RuntimeError("the cluster did not reach cluster_state:ok")
+@pytest.fixture(scope="module")
+def made_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with redis_cluster(tmp_path_factory.mktemp("cluster"), masters=NODES) as started:
+        yield started
 
 
 @pytest.fixture(scope="module")
-def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    try:
-        redis_cli_binary()
-    except EmbeddedRedisError as exc:
-        pytest.skip(f"no Redis binaries to start a cluster with: {exc}")
-    root = tmp_path_factory.mktemp("cluster")
-    ports = [free_cluster_port() for _ in range(NODES)]
-    with ExitStack() as stack:
-        for port in ports:
-            stack.enter_context(EmbeddedRedis(root / str(port), port=port, persist=False, cluster=True))
-        create_cluster(ports)
-        yield f"redis://127.0.0.1:{ports[0]}/0"
+def cluster_url(made_cluster: Cluster) -> str:
+    return made_cluster.url
 
 
 @pytest.fixture
@@ -80,11 +51,11 @@ async def cluster(cluster_url: str) -> AsyncIterator[RedisCluster]:
         await client.aclose()
 
 
-def tenants_on_every_node(client: RedisCluster, count: int = 12) -> list[str]:
-    """Tenant names whose hash tags land on different nodes (a dozen random names cover three)."""
-    names = [f"t-{uuid.uuid4().hex[:12]}" for _ in range(count)]
-    nodes = {client.nodes_manager.get_node_from_slot(key_slot(f"{{{name}}}".encode())).name for name in names}
-    assert len(nodes) == NODES
+@pytest.fixture
+def tenants(made_cluster: Cluster) -> list[str]:
+    """Tenant names on every node, four each, chosen by their slot (a run of their own: unique)."""
+    names = names_on_every_master(made_cluster, f"t-{uuid.uuid4().hex[:8]}", per_master=4)
+    assert len(names) == 4 * NODES
     return names
 
 
@@ -108,9 +79,8 @@ def this_hour() -> Period:
 
 @pytest.mark.anyio
 async def test_cluster_ledger_applies_batches_that_span_every_node(
-    cluster: RedisCluster, tmp_path: Path
+    cluster: RedisCluster, tmp_path: Path, tenants: list[str]
 ) -> None:
-    tenants = tenants_on_every_node(cluster)
     await cluster.script_flush()  # the first apply meets NOSCRIPT on every node and loads the script
     async with Ledger(cluster, spool_dir=tmp_path / "spool") as ledger:  # type: ignore[arg-type]
         for number in range(5):
@@ -132,8 +102,9 @@ async def test_cluster_ledger_applies_batches_that_span_every_node(
 
 
 @pytest.mark.anyio
-async def test_cluster_budgets_reserve_refuse_and_settle(cluster: RedisCluster, tmp_path: Path) -> None:
-    tenants = tenants_on_every_node(cluster)
+async def test_cluster_budgets_reserve_refuse_and_settle(
+    cluster: RedisCluster, tmp_path: Path, tenants: list[str]
+) -> None:
     budget = BudgetConfig(monthly_usd="0.000003")  # type: ignore[arg-type]  # 3,000 nano-dollars
     budgets = Budgets(cluster, budget_of=lambda name: budget)  # type: ignore[arg-type]
     async with Ledger(cluster, spool_dir=tmp_path / "spool") as ledger:  # type: ignore[arg-type]
@@ -150,7 +121,9 @@ async def test_cluster_budgets_reserve_refuse_and_settle(cluster: RedisCluster, 
 
 
 @pytest.mark.anyio
-async def test_cluster_sampler_streams_and_caches_stay_in_one_slot_each(cluster: RedisCluster) -> None:
+async def test_cluster_sampler_streams_and_caches_stay_in_one_slot_each(
+    cluster: RedisCluster, tenants: list[str]
+) -> None:
     keys = SamplingKeys()
     models = [f"m-{uuid.uuid4().hex[:8]}" for _ in range(12)]
     entries = [Entry(model, keys.samples(model), {"n": str(n)}, 100) for n in range(3) for model in models]
@@ -159,7 +132,7 @@ async def test_cluster_sampler_streams_and_caches_stay_in_one_slot_each(cluster:
         assert await cluster.xlen(keys.samples(model)) == 3
     assert set(models) <= {member.decode() for member in await cluster.smembers(keys.models())}
 
-    for tenant in tenants_on_every_node(cluster):
+    for tenant in tenants:
         cache = RedisCache(cluster, tenant, "summary")  # type: ignore[arg-type]
         await cache.set("k", b"value", ttl_seconds=60)
         assert await cache.get("k") == b"value"
