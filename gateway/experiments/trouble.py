@@ -13,6 +13,7 @@ cannot flood the log at the request rate.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
@@ -32,6 +33,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 LOG_EVERY_SECONDS = 60.0
 UNREACHABLE = "unreachable"
 """The kind of a connection failure or a timeout."""
+
+_CODE = re.compile(r"(?:.*? of pipeline caused error: \(?['\"]?)?([A-Z][A-Z_]{1,23})(?: |$)")
+"""The error code Redis sent: the message's first word, or, for a pipeline, that of the command's error."""
 
 ErrorCount = Callable[[str, str, str], None]
 """``count(experiment, operation, kind)``: adds one to the metric."""
@@ -64,10 +68,8 @@ def kind_of(exc: BaseException) -> str:
     else the exception's class name."""
     if is_unreachable(exc):
         return UNREACHABLE
-    code = str(exc).split(" ", 1)[0]
-    if code.isascii() and code.isalpha() and code.isupper() and len(code) <= 24:
-        return code
-    return type(exc).__name__
+    found = _CODE.match(str(exc))
+    return found.group(1) if found else type(exc).__name__
 
 
 class RedisTrouble:
