@@ -254,6 +254,16 @@ class Limits(_Strict):
         description="no new shadow call while the process used more than this share of a core over the last "
         "second (a process at capacity)",
     )
+    shadow_max_response_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        ge=1024,
+        description="bytes of a candidate's answer a shadow call reads at most (beyond: cut, oversized)",
+    )
+    split_conversations_per_experiment: int = Field(
+        default=100_000,
+        ge=1,
+        description="conversations a split experiment remembers at once; new ones beyond stay on the primary",
+    )
 
 
 class GatewayConfig(_Strict):

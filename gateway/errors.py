@@ -100,6 +100,9 @@ class BudgetExceeded(GatewayError):
     status_code = 429
     error_type = "insufficient_quota"
     default_code = "budget_exceeded"
+    room_nanos: int | None = None
+    """What the refused period's limit leaves above what is spent already, holds of requests in flight
+    aside (spend only grows within a period: no hold above this can pass before it ends); None: unknown."""
 
 
 class ClientClosedRequest(GatewayError):

@@ -168,6 +168,7 @@ async def open_gateway(
         budgets=Budgets(redis, budget_of=live.budget_of, config=ledger_config),
         conversations=conversations,
         memory=memory,
+        experiment_errors=metrics.families.count_experiment_error,
     )
     stack.push_async_callback(pipeline.experiments.aclose)  # before the pool and the ledger: shadow calls end
     return GatewayState(

@@ -33,6 +33,7 @@ from gateway.conversations.store import ConversationStore
 from gateway.errors import ClientClosedRequest, GatewayError, UpstreamError
 from gateway.experiments.answer import answer_of
 from gateway.experiments.live import Experiments
+from gateway.experiments.trouble import ErrorCount
 from gateway.ledger import Budgets
 from gateway.messages.count_tokens import count_tokens as count_message_tokens
 from gateway.messages.pipeline import create as messages_create
@@ -76,6 +77,7 @@ class Pipeline:
         budgets: Budgets,
         conversations: ConversationStore | None = None,
         memory: ResponseMemory | None = None,
+        experiment_errors: ErrorCount | None = None,
     ) -> None:
         self.store = store
         self.pool = pool
@@ -91,7 +93,13 @@ class Pipeline:
         )
         self.settler = Settler(self.memory, observers=observers, store=store, pool=pool)
         self.experiments = Experiments(
-            store=store, pool=pool, redis=redis, observers=observers, background=background, services=self
+            store=store,
+            pool=pool,
+            redis=redis,
+            observers=observers,
+            background=background,
+            services=self,
+            count_error=experiment_errors,
         )
         self.observers = (*observers, self.experiments)  # last: it reads the cost the ledger's observer set
 
@@ -206,6 +214,8 @@ class Pipeline:
                 headers_of(request),
                 lambda: ceiling_nanos(runtime, model, decision, tokens, caps),
             )
+            if record.new_conversation is not None:  # a split's first turn: its arm is kept from now on
+                self.experiments.admitted(record)
 
         def rejected(plan: Plan) -> None:
             self.note_plan(record, plan)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from gateway.conversations.trace import ConversationTrace
     from gateway.experiments.answer import Answer
     from gateway.experiments.job import ShadowJob
+    from gateway.experiments.split import NewConversation
 
 log = structlog.get_logger("gateway.observers")
 
@@ -122,6 +123,8 @@ class RequestRecord:
     experiment: str | None = None
     """``<name>; arm=<primary|candidate>``: the split experiment that routed the request
     (``x-gateway-experiment``)."""
+    new_conversation: NewConversation | None = None
+    """A split's new conversation and its arm, remembered once the request is admitted."""
     watched: tuple[str, ...] = ()
     """The experiments whose traffic the request is (``gateway.experiments``)."""
     shadow_jobs: tuple[ShadowJob, ...] = ()

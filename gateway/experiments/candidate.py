@@ -1,25 +1,27 @@
 """The candidate's copy of one sampled request: planned for the candidate (its bands, policies and
-transforms), held against the experiment's budget, sent once, read to the end."""
+transforms), held against the experiment's budget, sent once, read to the end or to
+``limits.shadow_max_response_bytes`` (``gateway.experiments.bounded``)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import orjson
 
 from gateway.admission import ceiling_nanos
 from gateway.errors import BudgetExceeded, GatewayError
 from gateway.experiments.answer import Answer, answer_of, messages_answer, streamed_chat_answer
+from gateway.experiments.bounded import Oversized, drain, read_json
 from gateway.experiments.config import ExperimentConfig, bill_tenant
+from gateway.experiments.holds import comparison_ceiling_nanos, output_caps
 from gateway.experiments.job import SHADOW, ShadowJob, Side, side_of
-from gateway.experiments.judge import JUDGE_MAX_TOKENS
 from gateway.ledger import Budgets, Reservation
 from gateway.messages.stream import MessagesStreamReader
 from gateway.messages.thinking import for_another_model
 from gateway.messages.usage import usage_from_anthropic
-from gateway.metering import max_cost_nanos
+from gateway.money import usd
 from gateway.planning import Plan, Transforms, plan_chat, planned_body
 from gateway.record import Observer, RequestRecord, notify
 from gateway.responses.stream import ResponsesStreamReader
@@ -30,9 +32,10 @@ from gateway.upstream import Exchange, UpstreamPool, send
 from gateway.usage import usage_from_openai
 from policies import Decision
 
-COMPARED_TOKENS = 8_000
-"""The input a comparison call is held for: the judge's excerpts of the question and both answers, or
-the two answers embedded."""
+OVERSIZED = "response_too_large"
+"""The error of a candidate's answer cut at ``limits.shadow_max_response_bytes``."""
+BYTES_PER_TOKEN = 4
+"""The estimate of the output tokens of an answer cut before its usage arrived."""
 
 
 class ShadowServices(Protocol):
@@ -55,8 +58,14 @@ class CandidateCall:
         budgets: Budgets,
         services: ShadowServices,
         observers: tuple[Observer, ...],
+        room_nanos: int | None = None,
     ) -> None:
+        """``room_nanos``: the most the experiment's budget can still hold today, when a refusal said so
+        (``gateway.experiments.holds``): a call held for more is refused without asking Redis."""
         self.runtime, self.experiment, self.job = runtime, experiment, job
+        self.room_nanos = room_nanos
+        self.oversized = False
+        """The candidate's answer passed ``limits.shadow_max_response_bytes`` and was cut."""
         self.pool, self.budgets, self.services, self.observers = pool, budgets, services, observers
         self.record = record = RequestRecord(
             request_id=f"{job.request_id}:{SHADOW}:{job.watch.name}",
@@ -96,8 +105,7 @@ class CandidateCall:
                 path=job.path,
                 body_for=lambda route: _body_for(job, raw, plan, route),
                 incoming_headers=job.headers,
-                stream=job.stream,
-                expect_json=not job.stream,
+                stream=True,  # a whole body too: it is read as it arrives, up to the limit
                 attempts_per_route=1,  # a shadow call is never retried
             )
             answer = await self._read(exchange, started)
@@ -106,6 +114,8 @@ class CandidateCall:
         except GatewayError as exc:
             record.status = exc.status_code
             record.error_type = exc.code or exc.error_type
+        except Oversized as exc:
+            self._cut(exc)
         finally:
             if record.called_model is None:
                 await self.budgets.release(self.reservation)
@@ -113,31 +123,33 @@ class CandidateCall:
                 notify(self.observers, record)
         return answer
 
-    async def _admit(self, tokens: int, decision: Decision | None) -> None:
-        job = self.job
-        caps = (
-            job.body
-            if job.endpoint == "chat"
-            else {"max_completion_tokens": job.body.get("max_output_tokens")}
+    def _cut(self, exc: Oversized) -> None:
+        """The answer was longer than the shadow calls read: billed as an estimate (the prompt as sent, a
+        token per ``BYTES_PER_TOKEN`` bytes read), its error ``response_too_large``."""
+        record = self.record
+        self.oversized = True
+        record.error_type = OVERSIZED
+        record.error_detail = str(exc)
+        record.usage = Usage(
+            input_tokens=record.forwarded_tokens or record.prompt_tokens or 0,
+            output_tokens=exc.read // BYTES_PER_TOKEN,
+            estimated=True,
         )
-        ceiling = ceiling_nanos(self.runtime, self.experiment.candidate, decision, tokens, caps)
-        ceiling += self._comparison_ceiling()
+
+    async def _admit(self, tokens: int, decision: Decision | None) -> None:
+        runtime, experiment = self.runtime, self.experiment
+        caps = output_caps(self.job)
+        ceiling = ceiling_nanos(runtime, experiment.candidate, decision, tokens, caps)
+        ceiling += comparison_ceiling_nanos(runtime, experiment)
+        room = self.room_nanos
+        if room is not None and ceiling > room:  # a refusal today said it cannot pass: Redis is not asked
+            left = usd(max(room, 0), trim=True)
+            refusal = BudgetExceeded(f"the experiment's budget has ${left} left today")
+            refusal.room_nanos = room
+            raise refusal
         self.reservation = await self.budgets.reserve(
             bill_tenant(self.job.watch.name), self.record.request_id, ceiling
         )
-
-    def _comparison_ceiling(self) -> int:
-        """The most the comparison's calls can cost: the judge reads both answers (at most the
-        candidate's output cap each, plus the question excerpt), the embeddings both texts."""
-        experiment, models = self.experiment, self.runtime.config.models
-        total = 0
-        if experiment.judge is not None:
-            judge = models.get(experiment.judge.model)
-            total += max_cost_nanos(judge, COMPARED_TOKENS, {"max_tokens": JUDGE_MAX_TOKENS})
-        if experiment.embedding_model is not None:
-            embedder = models.get(experiment.embedding_model)
-            total += max_cost_nanos(embedder, COMPARED_TOKENS, {}, output=False)
-        return total
 
     def _route(self, plan: Plan) -> Route:
         """The candidate's own route (a reroute's target when its policy reroutes), never its fallbacks."""
@@ -160,15 +172,21 @@ class CandidateCall:
         record.status = exchange.response.status_code
         record.attempts = exchange.attempts
         anthropic = self.job.endpoint == "messages"
+        limit = self.runtime.config.limits.shadow_max_response_bytes
         if not self.job.stream:
+            data, size = await read_json(exchange.response, limit)
             record.upstream_seconds = time.perf_counter() - started
-            data = exchange.data or {}
+            if not isinstance(data, dict):
+                record.status, record.error_type = 502, "upstream_invalid_response"
+                record.error_detail = f"a body of {size} bytes that is not a JSON object"
+                return Answer()
             record.usage = _usage(data.get("usage"), anthropic=anthropic)
             found = answer_of(data)
             record.finish_reason = found.finish_reason
             return found
         if anthropic:
-            blocks = await _drained(exchange, MessagesStreamReader(started=started, collect=True))
+            reader = MessagesStreamReader(started=started, collect=True)
+            blocks = await drain(exchange.response, reader, limit)
             found = messages_answer(
                 [blocks.blocks[index] for index in sorted(blocks.blocks)], blocks.stop_reason
             )
@@ -176,12 +194,12 @@ class CandidateCall:
             if blocks.error is not None:
                 record.error_type = str(blocks.error.get("type") or "api_error")
         elif self.job.endpoint == "chat":
-            reader = ChatStreamReader(strip_usage_chunk=False, started=started, collect_calls=True)
-            await _drained(exchange, reader)
-            found = streamed_chat_answer(reader.answer_text, reader.calls, reader.finish_reason)
-            usage, first = reader.usage, reader.first_token_seconds
+            chat = ChatStreamReader(strip_usage_chunk=False, started=started, collect_calls=True)
+            await drain(exchange.response, chat, limit)
+            found = streamed_chat_answer(chat.answer_text, chat.calls, chat.finish_reason)
+            usage, first = chat.usage, chat.first_token_seconds
         else:
-            events = await _drained(exchange, ResponsesStreamReader(started=started))
+            events = await drain(exchange.response, ResponsesStreamReader(started=started), limit)
             found = answer_of(events.response)
             usage, first = events.usage, events.first_token_seconds
         record.upstream_seconds = time.perf_counter() - started
@@ -193,26 +211,6 @@ class CandidateCall:
     def side(self) -> Side:
         """The candidate's side of the pair: its record's, with its own decision as the action."""
         return replace(side_of(self.record), action=self.action)
-
-
-class _Reader(Protocol):
-    def feed(self, chunk: bytes) -> object: ...
-
-    def flush(self) -> object: ...
-
-
-_R = TypeVar("_R", bound=_Reader)
-
-
-async def _drained(exchange: Exchange, reader: _R) -> _R:
-    """``reader`` once it has read the whole stream (the upstream call closed, however it ended)."""
-    try:
-        async for chunk in exchange.response.aiter_raw():
-            reader.feed(chunk)
-        reader.flush()
-    finally:
-        await exchange.response.aclose()
-    return reader
 
 
 def _body_for(job: ShadowJob, raw: bytes, plan: Plan, route: Route) -> bytes:

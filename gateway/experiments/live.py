@@ -6,6 +6,7 @@ A request whose model no experiment watches pays a dict lookup in each step and 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping
 from functools import partial
@@ -18,11 +19,20 @@ from gateway.background import Background
 from gateway.experiments.candidate import ShadowServices
 from gateway.experiments.config import bill_tenant
 from gateway.experiments.job import PATHS, SHADOW, ShadowJob, side_of
-from gateway.experiments.matching import matches, sampled
+from gateway.experiments.matching import Watch, matches, sampled
 from gateway.experiments.shadow import ShadowRunner
-from gateway.experiments.split import arm_of, conversation_key
+from gateway.experiments.split import (
+    PRIMARY,
+    Arm,
+    Assignment,
+    NewConversation,
+    assign,
+    conversation_key,
+    remember,
+)
 from gateway.experiments.store import ExperimentKeys, add_pairs, add_traffic
 from gateway.experiments.tally import Tally
+from gateway.experiments.trouble import REDIS_FAILURES, ErrorCount, RedisTrouble
 from gateway.ledger import BudgetConfig, Budgets
 from gateway.planning import Front
 from gateway.record import Observer, RequestRecord
@@ -46,16 +56,22 @@ class Experiments:
         background: Background,
         services: ShadowServices,
         clock: Callable[[], float] = time.time,
+        count_error: ErrorCount | None = None,
     ) -> None:
+        """``count_error``: counts a Redis error of experiments in the metrics."""
         self.store = store
         self.redis = redis
         self.keys = ExperimentKeys(store.current.config.ledger.key_prefix)
         self.background = background
         self.clock = clock
+        self.trouble = RedisTrouble(count_error)
         self.tally = Tally(
             lambda name, day, counts: add_traffic(redis, self.keys, name, day, counts),
             lambda pairs: add_pairs(redis, self.keys, pairs),
+            trouble=self.trouble,
         )
+        self.writes: set[asyncio.Task[None]] = set()
+        """New conversations' arms being written."""
         self.runner = ShadowRunner(
             store=store,
             pool=pool,
@@ -100,16 +116,45 @@ class Experiments:
             now_ms = int(self.clock() * 1000)
             if chained_model is not None:
                 on_candidate = chained_model == watch.config.candidate and not watch.config.force_back
-                arm = "candidate" if on_candidate else "primary"
+                arm: Arm = "candidate" if on_candidate else "primary"
             else:
                 conversation = conversation_key(tenant.name, body, messages())
-                arm = await arm_of(self.redis, self.keys, watch, conversation)
+                assigned = await self._assign(runtime, watch, conversation, now_ms)
+                arm, record.new_conversation = assigned.arm, assigned.new
+                if assigned.full:
+                    self.tally.add(watch.name, now_ms, "split_full")
             record.experiment = f"{watch.name}; arm={arm}"
             record.watched = (*record.watched, watch.name)
             record.offered_tools = bool(body.get("tools"))
             self.tally.add(watch.name, now_ms, f"split_{arm}")
             return watch.config.candidate if arm == "candidate" else None
         return None
+
+    async def _assign(self, runtime: Runtime, watch: Watch, conversation: str, now_ms: int) -> Assignment:
+        """The conversation's arm; the primary when Redis cannot tell (unreachable, or an error: logged and
+        counted, ``gateway.experiments.trouble``)."""
+        cap = runtime.config.limits.split_conversations_per_experiment
+        try:
+            return await assign(self.redis, self.keys, watch, conversation, cap=cap, now_ms=now_ms)
+        except REDIS_FAILURES as exc:
+            self.trouble.note(watch.name, "assign", exc, fallback="primary")
+            return PRIMARY
+
+    def admitted(self, record: RequestRecord) -> None:
+        """The request passed its budget: remember its new conversation's arm (in the background: the
+        request does not wait for it)."""
+        new, record.new_conversation = record.new_conversation, None
+        if new is None:
+            return
+        task = asyncio.get_running_loop().create_task(self._remember(new), name="split_remember")
+        self.writes.add(task)
+        task.add_done_callback(self.writes.discard)
+
+    async def _remember(self, new: NewConversation) -> None:
+        try:
+            await remember(self.redis, self.keys, new, now_ms=int(self.clock() * 1000))
+        except REDIS_FAILURES as exc:
+            self.trouble.note(new.experiment, "remember", exc, fallback="not remembered (decided again)")
 
     # --- shadow: once the primary has answered ---------------------------------------------------
 
@@ -197,5 +242,10 @@ class Experiments:
     def store_pair(self, name: str, pair: dict[str, Any]) -> None:
         self.tally.add_pair(name, pair)
 
-    async def aclose(self) -> None:
+    async def aclose(self, timeout: float = 5.0) -> None:
+        """Let the arms being written land (for up to ``timeout`` seconds), then end the shadow calls."""
+        if self.writes:
+            _, pending = await asyncio.wait(set(self.writes), timeout=timeout)
+            for task in pending:
+                task.cancel()
         await self.runner.aclose()

@@ -27,12 +27,23 @@ from gateway.money import nanos_from_usd, usd
 from gateway.sampling.buckets import Bucket, bucket_index, buckets_for
 from gateway.sampling.percentiles import Spread
 
-COUNTERS = ("shadowed", "shed", "over_budget", "failed", "excluded", "split_candidate", "split_primary")
+COUNTERS = (
+    "shadowed",
+    "shed",
+    "over_budget",
+    "failed",
+    "oversized",
+    "excluded",
+    "split_candidate",
+    "split_primary",
+    "split_full",
+)
 """The traffic totals: mirrored, shed (no free slot, gateway busy), over the day's budget, candidate
-failed, tenant excluded, and split routing's decisions."""
+failed (of which its answer was too long to read), tenant excluded, and split routing's decisions (of the
+primary's, new conversations kept there because the experiment remembers as many as it may)."""
 MODE_COUNTERS = {
-    "shadow": ("shadowed", "shed", "over_budget", "failed", "excluded"),
-    "split": ("split_candidate", "split_primary", "excluded"),
+    "shadow": ("shadowed", "shed", "over_budget", "failed", "oversized", "excluded"),
+    "split": ("split_candidate", "split_primary", "split_full", "excluded"),
 }
 
 

@@ -3,11 +3,12 @@ has been handed over, compared, and billed to the experiment.
 
 The candidate's copy goes through the same counting, bands and transforms as the primary's did, for the
 candidate's own cliff and window. It is made once (no retries, no fallbacks), held against the
-experiment's daily budget (``gateway.ledger.Budgets`` on the ledger tenant ``experiment:<name>``), and
-recorded as a cost event of kind ``shadow`` on that tenant, never the caller's. Shadow calls are bounded
-per experiment and per process and shed, never queued: when no slot is free, or the process is busy with
-client requests (using most of its core, ``gateway.experiments.load``, or running many tasks), the sample is
-dropped and counted as ``shed``.
+experiment's daily budget (``gateway.ledger.Budgets`` on the ledger tenant ``experiment:<name>``; a
+refused hold skips that call only, ``gateway.experiments.holds``), read up to a bound
+(``gateway.experiments.bounded``), and recorded as a cost event of kind ``shadow`` on that tenant, never
+the caller's. Shadow calls are bounded per experiment and per process and shed, never queued: when no
+slot is free, or the process is busy with client requests (using most of its core,
+``gateway.experiments.load``, or running many tasks), the sample is dropped and counted as ``shed``.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
+import anyio
 import structlog
 
 from gateway.errors import BudgetExceeded, GatewayError
@@ -25,12 +28,13 @@ from gateway.experiments.agreement import Agreement, agreement, cosine, uses_too
 from gateway.experiments.answer import Answer
 from gateway.experiments.candidate import CandidateCall, ShadowServices
 from gateway.experiments.config import ExperimentConfig
+from gateway.experiments.holds import Rooms, least_hold_nanos
 from gateway.experiments.job import SHADOW, ShadowJob, Side, side_of
 from gateway.experiments.judge import JUDGE_MAX_TOKENS, judge_messages, parse_grade
 from gateway.experiments.load import ProcessLoad
 from gateway.experiments.tally import Tally
 from gateway.ledger import Budgets
-from gateway.ledger.period import MS_PER_DAY
+from gateway.money import usd
 from gateway.planning import latest_instruction
 from gateway.record import Observer, RequestRecord, notify
 from gateway.reload import ConfigStore
@@ -42,14 +46,11 @@ from gateway.upstream import UpstreamPool
 log = structlog.get_logger("gateway.experiments")
 
 
+INLINE_AGREEMENT_CHARS = 64 * 1024
+"""Answers longer than this (together) are compared in a worker thread, off the event loop."""
+
 PairSink = Callable[[str, dict[str, Any]], None]
 """``sink(experiment, pair)``: store one pair (in the background)."""
-
-
-@dataclass(slots=True)
-class _Stopped:
-    until_ms: int
-    budget: object
 
 
 @dataclass(slots=True)
@@ -67,8 +68,8 @@ class ShadowRunner:
     running: dict[str, int] = field(default_factory=dict)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
     load: ProcessLoad = field(default_factory=ProcessLoad)
-    stopped: dict[str, _Stopped] = field(default_factory=dict)
-    """Experiments whose budget is spent, until the end of the UTC day (or until their budget changes)."""
+    rooms: Rooms = field(default_factory=Rooms)
+    """What each experiment's budget can still hold today, as its last refusal said."""
 
     def launch(self, job: ShadowJob, primary: RequestRecord) -> None:
         """Start the candidate's call for ``job`` now, or shed it."""
@@ -78,8 +79,9 @@ class ShadowRunner:
         experiment = runtime.config.experiments.get(name)
         if experiment is None or not experiment.enabled or experiment.mode != "shadow":
             return
-        if self._over_budget(name, experiment, now_ms):
-            self.tally.add(name, now_ms, "over_budget")
+        room = self.rooms.of(name, experiment, now_ms)
+        if room is not None and least_hold_nanos(runtime, experiment, job) > room:
+            self.tally.add(name, now_ms, "over_budget")  # cannot fit today, whatever its prompt
             return
         limits = runtime.config.limits
         in_flight = sum(self.running.values())
@@ -98,15 +100,6 @@ class ShadowRunner:
         )
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
-
-    def _over_budget(self, name: str, experiment: ExperimentConfig, now_ms: int) -> bool:
-        stopped = self.stopped.get(name)
-        if stopped is None:
-            return False
-        if now_ms < stopped.until_ms and stopped.budget == experiment.budget_usd_per_day:
-            return True
-        del self.stopped[name]
-        return False
 
     async def _guarded(self, job: ShadowJob, primary: Side, answer: Answer) -> None:
         name = job.watch.name
@@ -132,21 +125,20 @@ class ShadowRunner:
             budgets=self.budgets,
             services=self.services,
             observers=self.observers,
+            room_nanos=self.rooms.of(name, experiment, now_ms),
         )
         try:
             candidate_answer = await call.run()
-        except BudgetExceeded:
-            self.stopped[name] = _Stopped(
-                (now_ms // MS_PER_DAY + 1) * MS_PER_DAY, experiment.budget_usd_per_day
-            )
-            self.tally.add(name, now_ms, "over_budget")
-            log.info("shadow_budget_spent", experiment=name)
+        except BudgetExceeded as exc:
+            self._refused(name, experiment, exc, now_ms)
             return
         candidate = call.side()
         if candidate.error is not None:
             self.tally.add(name, now_ms, "failed")
         else:
             self.tally.add(name, now_ms, "shadowed")
+        if call.oversized:
+            self.tally.add(name, now_ms, "oversized")
         comparing = RequestRecord(
             request_id=f"{call.record.request_id}:compare", endpoint=SHADOW, parent_id=job.request_id
         )
@@ -175,6 +167,17 @@ class ShadowRunner:
             },
         )
 
+    def _refused(self, name: str, experiment: ExperimentConfig, exc: BudgetExceeded, now_ms: int) -> None:
+        """This call only is skipped; what the refusal says of the day's room skips, without asking Redis,
+        the later calls that cannot fit (``gateway.experiments.holds``)."""
+        self.tally.add(name, now_ms, "over_budget")
+        if exc.room_nanos is None:
+            return
+        before = self.rooms.of(name, experiment, now_ms)
+        room = self.rooms.refused(name, experiment, exc.room_nanos, now_ms)
+        if before is None or room < before:
+            log.info("shadow_budget_refused", experiment=name, left_today_usd=usd(max(room, 0), trim=True))
+
     async def _agreement(
         self,
         runtime: Runtime,
@@ -193,6 +196,9 @@ class ShadowRunner:
                 similarity = cosine(vectors[0], vectors[1])
             except (GatewayError, KeyError, TypeError, ValueError, IndexError) as exc:
                 log.warning("shadow_embedding_failed", model=model, error=str(exc))
+        if len(primary.text) + len(candidate.text) > INLINE_AGREEMENT_CHARS:
+            compare = partial(agreement, primary, candidate, similarity=similarity)
+            return await anyio.to_thread.run_sync(compare)
         return agreement(primary, candidate, similarity=similarity)
 
     async def _judge(

@@ -11,8 +11,12 @@ gw:{experiment:<name>}:traffic:<day>  hash    the UTC day's counters: ``n:<low>`
                                               (matching requests and their primary cost in nano-dollars, by
                                               the ``low`` token count of their context bucket),
                                               ``shadowed``, ``shed``, ``over_budget``, ``failed``,
-                                              ``excluded``, ``split_candidate``, ``split_primary``
+                                              ``excluded``, ``oversized``, ``split_candidate``,
+                                              ``split_primary``, ``split_full``
 gw:{experiment:<name>}:arm:<conv>     string  the arm a conversation was assigned by split routing
+gw:{experiment:<name>}:arms           zset    the conversations remembered by split routing, scored by
+                                              their arm's expiry (ms): the live ones are counted against
+                                              ``limits.split_conversations_per_experiment``
 ====================================  ======  ===============================================================
 
 The stream is trimmed with ``XADD … MAXLEN ~`` on every write and, like the day hashes, expires
@@ -56,6 +60,9 @@ class ExperimentKeys:
 
     def assignment(self, name: str, conversation: str) -> str:
         return f"{self.prefix}:{{experiment:{name}}}:arm:{conversation}"
+
+    def assignments(self, name: str) -> str:
+        return f"{self.prefix}:{{experiment:{name}}}:arms"
 
 
 async def add_pair(redis: Redis, keys: ExperimentKeys, name: str, pair: Mapping[str, Any]) -> None:

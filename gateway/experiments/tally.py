@@ -11,6 +11,7 @@ from typing import Any
 
 import structlog
 
+from gateway.experiments.trouble import RedisTrouble
 from gateway.ledger.period import day_of
 
 log = structlog.get_logger("gateway.experiments")
@@ -28,10 +29,19 @@ pairs that could not be appended."""
 
 
 class Tally:
-    def __init__(self, write: Write, write_pairs: WritePairs, *, every: float = FLUSH_SECONDS) -> None:
+    def __init__(
+        self,
+        write: Write,
+        write_pairs: WritePairs,
+        *,
+        every: float = FLUSH_SECONDS,
+        trouble: RedisTrouble | None = None,
+    ) -> None:
+        """``trouble``: where failed writes are logged and counted (by default: logged, rate-limited)."""
         self._write = write
         self._write_pairs = write_pairs
         self._every = every
+        self._trouble = trouble or RedisTrouble()
         self._counts: dict[tuple[str, str], Counter[str]] = {}
         self._pairs: list[tuple[str, Mapping[str, Any]]] = []
         self.dropped_pairs = 0
@@ -65,16 +75,17 @@ class Tally:
         for (experiment, day), fields in counts.items():
             try:
                 await self._write(experiment, day, fields)
-            except Exception as exc:  # Redis away: the counts wait for the next flush
-                log.warning("experiment_tally_failed", experiment=experiment, error=str(exc))
+            except Exception as exc:  # Redis away or in error: the counts wait for the next flush
+                self._trouble.note(experiment, "traffic", exc, fallback="kept for the next flush")
                 kept = self._counts.setdefault((experiment, day), Counter())
                 kept.update(fields)
         pairs, self._pairs = self._pairs, []
         if pairs:
             try:
                 failed = await self._write_pairs(pairs)
-            except Exception as exc:  # Redis away: the pairs wait for the next flush
-                log.warning("experiment_pairs_failed", pairs=len(pairs), error=str(exc))
+            except Exception as exc:  # Redis away or in error: the pairs wait for the next flush
+                for experiment in sorted({name for name, _ in pairs}):
+                    self._trouble.note(experiment, "pairs", exc, fallback="kept for the next flush")
                 failed = pairs
             if failed:
                 if len(failed) < len(pairs):

@@ -118,11 +118,14 @@ class Budgets:
         if not accepted:
             period: BudgetPeriod = "daily" if refused == "daily" else "monthly"
             spent = spend.committed(period, 0) - spend.held
-            raise BudgetExceeded(
+            refusal = BudgetExceeded(
                 f"{budget.describe(period)} reached: spent ${usd(spent, trim=True)}"
                 f", reserved by requests in flight ${usd(spend.held, trim=True)}"
                 f", this request may cost up to ${usd(max_cost_nanos, trim=True)}"
             )
+            limit = budget.limit_nanos(period)
+            refusal.room_nanos = None if limit is None else limit - spent
+            raise refusal
         return Reservation(tenant, request_id, max_cost_nanos, _warning(budget, spend, max_cost_nanos))
 
     async def release(self, reservation: Reservation | None) -> None:

@@ -15,6 +15,10 @@ gateway_savings_usd_total                  counter    model                     
 gateway_savings_cost_usd_total             counter    model                       spent to save (side
                                                                                   calls, costlier requests)
 gateway_upstream_retries_total             counter    model                       retries and fallbacks
+gateway_experiment_redis_errors_total      counter    experiment operation kind   Redis errors of
+                                                                                  experiments (kind:
+                                                                                  unreachable, or the
+                                                                                  error Redis answered)
 gateway_upstream_latency_seconds           histogram  model                       the answering call
 gateway_overhead_seconds                   histogram  endpoint                    total minus upstream
 gateway_time_to_first_token_seconds        histogram  model                       streams
@@ -53,6 +57,7 @@ class Families:
     savings: Counter
     savings_cost: Counter
     retries: Counter
+    experiment_redis_errors: Counter
     upstream_latency: Histogram
     overhead: Histogram
     first_token: Histogram
@@ -60,6 +65,10 @@ class Families:
     sampler_queue: Gauge
     reload_failures: Gauge
     config_rejected: Gauge
+
+    def count_experiment_error(self, experiment: str, operation: str, kind: str) -> None:
+        """``gateway.experiments.trouble.ErrorCount``: one more failed Redis call of an experiment."""
+        self.experiment_redis_errors.labels(experiment, operation, kind).inc()
 
 
 def build_families(registry: CollectorRegistry | None) -> Families:
@@ -88,6 +97,11 @@ def build_families(registry: CollectorRegistry | None) -> Families:
             ("model",),
         ),
         retries=counter("gateway_upstream_retries", "Upstream attempts beyond the first", ("model",)),
+        experiment_redis_errors=counter(
+            "gateway_experiment_redis_errors",
+            "Redis calls of experiments that failed (kind: unreachable, or the error code Redis answered)",
+            ("experiment", "operation", "kind"),
+        ),
         upstream_latency=histogram(
             "gateway_upstream_latency_seconds",
             "Seconds of the upstream call that answered (to the end of the stream for streams)",

@@ -94,7 +94,7 @@ def test_experiment_html_shades_the_candidate_against_the_primary() -> None:
     report = planted_report()
     page = parse(render_html(report))
     cells = page.cells()
-    facts = 4 + 5  # the facts table: budget, spend, matching, cost, and the shadow counters
+    facts = 4 + 6  # the facts table: budget, spend, matching, cost, and the shadow counters
     worst = sum(len(item.comparison.agreement.worst) for item in report.buckets if item.comparison.agreement)
     assert len(cells) == facts + heatmap_cells(report) + 5 * worst
     labels = [item.bucket.label for item in report.buckets]
@@ -134,7 +134,8 @@ def test_experiment_html_of_a_split_has_arms_and_no_agreement() -> None:
     assert "p50 candidate arm" in text and "requests: candidate / primary arm" in text
     assert "agreement" not in [row.group for row in rows_for(shadow=False)]
     assert "Least agreement" not in text and "split candidate" in text and "shadowed" not in text
-    assert len(page.cells()) == 4 + 3 + heatmap_cells(report)  # the split counters and excluded
+    assert "split full" in text
+    assert len(page.cells()) == 4 + 4 + heatmap_cells(report)  # the split counters and excluded
 
 
 def _png_size(path: Path) -> tuple[int, int]:

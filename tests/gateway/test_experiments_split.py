@@ -12,12 +12,15 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 import respx
+from redis.exceptions import RedisError
 
 from gateway.experiments.config import ExperimentConfig
 from gateway.experiments.matching import Watch
-from gateway.experiments.split import arm_of, conversation_key, fresh_arm
+from gateway.experiments.split import NewConversation, assign, conversation_key, fresh_arm, remember
 from gateway.experiments.store import ExperimentKeys
+from gateway.experiments.trouble import kind_of
 from tests.factories import UPSTREAM, chat_body, completion, gateway_client, make_config
+from tests.gateway.experiment_factories import NOW_MS
 
 
 @pytest.fixture
@@ -109,6 +112,14 @@ def watch(name: str, **settings: Any) -> Watch:
     return Watch(name, ExperimentConfig.model_validate(fields))
 
 
+async def arm_of(redis: aioredis.Redis, keys: ExperimentKeys, watch: Watch, conversation: str) -> str:
+    """The arm as a request gets it, remembered as an admitted request's is."""
+    assigned = await assign(redis, keys, watch, conversation, cap=1_000, now_ms=NOW_MS)
+    if assigned.new is not None:
+        await remember(redis, keys, assigned.new, now_ms=NOW_MS)
+    return assigned.arm
+
+
 @pytest.mark.anyio
 async def test_rolling_back_keeps_started_conversations_on_the_candidate_until_forced_back(
     redis_client: aioredis.Redis,
@@ -128,8 +139,24 @@ async def test_rolling_back_keeps_started_conversations_on_the_candidate_until_f
 
 
 @pytest.mark.anyio
-async def test_an_unreachable_redis_routes_to_the_primary(dead_redis: aioredis.Redis) -> None:
-    assert await arm_of(dead_redis, ExperimentKeys(), watch("down"), "conversation") == "primary"
+async def test_the_first_arm_written_stays_and_is_counted_once(redis_client: aioredis.Redis) -> None:
+    keys, name = ExperimentKeys(), f"first-{uuid.uuid4().hex[:8]}"
+    first = await assign(redis_client, keys, watch(name), "conversation", cap=10, now_ms=NOW_MS)
+    assert first.new is not None and first.arm == "candidate"
+    assert await remember(redis_client, keys, first.new, now_ms=NOW_MS)
+    other = NewConversation(name, "conversation", "primary", 3600)  # a concurrent first turn, decided apart
+    assert not await remember(redis_client, keys, other, now_ms=NOW_MS)
+    assert await redis_client.get(keys.assignment(name, "conversation")) == b"candidate"
+    assert await redis_client.zcard(keys.assignments(name)) == 1
+    again = await assign(redis_client, keys, watch(name), "conversation", cap=10, now_ms=NOW_MS)
+    assert again.arm == "candidate" and again.new is None
+
+
+@pytest.mark.anyio
+async def test_an_unreachable_redis_is_told_apart_from_an_error(dead_redis: aioredis.Redis) -> None:
+    with pytest.raises(RedisError) as caught:
+        await assign(dead_redis, ExperimentKeys(), watch("down"), "conversation", cap=10, now_ms=NOW_MS)
+    assert kind_of(caught.value) == "unreachable"
 
 
 def test_the_share_of_conversations_sent_to_the_candidate_follows_the_rate() -> None:
