@@ -231,7 +231,9 @@ class PassthroughRoute(_Strict):
 
     @property
     def shared_objects(self) -> bool:
-        return self.path.strip("/").split("/")[0] in SHARED_OBJECTS
+        """The entry can reach the provider's shared objects: its first segment names them, or is a
+        wildcard (``/*``, ``/**``, ``/*/…``), which matches them among every other path."""
+        return self.path.strip("/").split("/")[0] in (*SHARED_OBJECTS, "*", "**")
 
 
 class Limits(_Strict):
@@ -332,11 +334,17 @@ def _passthrough_problems(
         if tenant not in config.tenants:
             problems.append(((*where, "tenants", number), f"unknown tenant {tenant!r}"))
     if route.shared_objects and route.tenants is None:
+        first = route.path.strip("/").split("/")[0]
+        reach = (
+            f"{route.path} matches any first path segment, /files and /batches among them, so it"
+            if first in ("*", "**")
+            else route.path
+        )
         problems.append(
             (
                 (*where, "tenants"),
-                f"{route.path} reaches objects every tenant of the provider's account shares: "
-                "name the tenants granted them",
+                f"{reach} reaches objects every tenant of the provider's account shares: "
+                "name the tenants granted them (or list narrower paths)",
             )
         )
     return problems
