@@ -142,6 +142,13 @@ class ModelConfig(_Strict):
     )
 
 
+SharedObjectKind = Literal[
+    "files", "vector_stores", "containers", "conversations", "skills", "prompts", "response_items"
+]
+"""Kinds of objects the provider keeps for its whole account that a request body may name by id
+(``gateway.shared_objects``)."""
+
+
 class TenantConfig(_Strict):
     keys: tuple[str, ...] = Field(min_length=1, description="API keys, as ${ENV} references or sha256:<hex>")
     allow_passthrough: bool = Field(
@@ -151,6 +158,11 @@ class TenantConfig(_Strict):
         default=False,
         description="may name response ids the gateway never saw this tenant create (by-id routes and "
         "previous_response_id); other tenants' ids are refused regardless",
+    )
+    shared_objects: tuple[SharedObjectKind, ...] = Field(
+        default=(),
+        description="kinds of the provider's account-wide objects the tenant's requests may name by id "
+        "(file ids, vector stores, prompts, ...); a passthrough entry granting the kind's path grants it too",
     )
     report_prompt_tokens: Literal["forwarded", "received"] = Field(
         default="forwarded",
@@ -185,6 +197,7 @@ SHARED_OBJECTS = frozenset(
         "evals",
         "files",
         "fine_tuning",
+        "skills",
         "threads",
         "uploads",
         "vector_stores",

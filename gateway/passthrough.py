@@ -61,9 +61,10 @@ class PassthroughRules:
         return None, listed
 
     def grants_objects(self, tenant: str, kind: str) -> bool:
-        """Whether ``tenant`` was granted any route to the provider's ``kind`` objects (``conversations``)."""
+        """Whether ``tenant`` was granted any route to the provider's ``kind`` objects (``/files``,
+        ``/conversations``, ...), by name or by a wildcard first segment."""
         return any(
-            pattern[0] == kind and (route.tenants is None or tenant in route.tenants)
+            pattern[0] in (kind, "*", "**") and (route.tenants is None or tenant in route.tenants)
             for route, pattern in self._routes
         )
 

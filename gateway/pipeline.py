@@ -48,6 +48,7 @@ from gateway.responses.pending import Settler
 from gateway.runtime import Runtime
 from gateway.sampling.decide import is_probe
 from gateway.sampling.logprobs import LogprobTally
+from gateway.shared_objects import chat_references, check_shared
 from gateway.streaming import ChatStreamReader
 from gateway.tokens.counter import TokenCount
 from gateway.transforms import CompressorTransforms
@@ -122,6 +123,7 @@ class Pipeline:
             record.requested_model = model = bodies.check_chat(body)
             record.stream = body.get("stream") is True
             runtime.serving(model, "chat")  # 404 for an unknown model, 400 for an embedding one: no counting
+            check_shared(runtime, record.tenant.name, chat_references(body))
             if runtime.experiments.splits:
                 routed = await self.experiments.route(
                     runtime, record, body, headers_of(request), lambda: body["messages"]

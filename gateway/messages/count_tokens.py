@@ -23,7 +23,9 @@ from gateway.messages import reply
 from gateway.messages.confirm import offers_count, provider_count
 from gateway.messages.front import MESSAGES, check_messages
 from gateway.messages.pipeline import anthropic_routes
+from gateway.messages.references import messages_references
 from gateway.record import notify_soon
+from gateway.shared_objects import check_shared
 
 if TYPE_CHECKING:
     from gateway.pipeline import Pipeline
@@ -38,6 +40,7 @@ async def count_tokens(pipeline: Pipeline, request: Request) -> Response:
         body = bodies.parse_object(raw)
         record.requested_model = model = check_messages(body, require_max_tokens=False)
         route = anthropic_routes(runtime.serving(model, "chat"), model)[0]
+        check_shared(runtime, record.tenant.name, messages_references(body))
         count = MESSAGES.count
         if len(raw) < runtime.config.counting.offload_bytes:
             estimate = count(runtime.counter, model, body).total
