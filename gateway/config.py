@@ -169,6 +169,11 @@ class TenantConfig(_Strict):
         description="what usage says of a prompt the gateway rewrote: as forwarded (billed), or as received",
     )
     budget: BudgetConfig | None = None
+    token_counts_per_minute: int | None = Field(
+        default=None,
+        ge=1,
+        description="token counting calls (count_tokens, input_tokens) a minute; unset: limits' value",
+    )
     experiments: bool = Field(
         default=True,
         description="false: never mirrored to an experiment's candidate nor split to one (data that may not "
@@ -251,6 +256,15 @@ class PassthroughRoute(_Strict):
 
 class Limits(_Strict):
     max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    token_counts_per_minute: int = Field(
+        default=120,
+        ge=1,
+        description="token counting calls (POST /v1/messages/count_tokens, /v1/responses/input_tokens) "
+        "per tenant per minute, over all the gateway's processes",
+    )
+    token_count_max_body_bytes: int = Field(
+        default=4 * 1024 * 1024, gt=0, description="the largest body of a token counting call"
+    )
     conversations_per_tenant: int = Field(
         default=10_000, ge=1, description="conversations whose cache state is kept per tenant (the oldest go)"
     )

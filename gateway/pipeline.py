@@ -30,6 +30,7 @@ from gateway.conversations.facts import cache_facts
 from gateway.conversations.pricing import counterfactual_of, look_up
 from gateway.conversations.requests import conversation_trace, remember_request, tracked
 from gateway.conversations.store import ConversationStore
+from gateway.count_limit import CountLimiter
 from gateway.errors import ClientClosedRequest, GatewayError, UpstreamError
 from gateway.experiments.answer import answer_of
 from gateway.experiments.live import Experiments
@@ -89,6 +90,7 @@ class Pipeline:
         self.conversations = conversations or ConversationStore(
             redis, prefix=store.current.config.ledger.key_prefix
         )
+        self.count_limiter = CountLimiter(redis, prefix=store.current.config.ledger.key_prefix)
         self.settler = Settler(self.memory, observers=observers, store=store, pool=pool)
         self.experiments = Experiments(
             store=store, pool=pool, redis=redis, observers=observers, background=background, services=self

@@ -15,6 +15,9 @@ gateway_savings_usd_total                  counter    model                     
 gateway_savings_cost_usd_total             counter    model                       spent to save (side
                                                                                   calls, costlier requests)
 gateway_upstream_retries_total             counter    model                       retries and fallbacks
+gateway_token_counts_total                 counter    endpoint tenant status      token counting calls
+                                                                                  (count_tokens,
+                                                                                  input_tokens) by tenant
 gateway_upstream_latency_seconds           histogram  model                       the answering call
 gateway_overhead_seconds                   histogram  endpoint                    total minus upstream
 gateway_time_to_first_token_seconds        histogram  model                       streams
@@ -53,6 +56,7 @@ class Families:
     savings: Counter
     savings_cost: Counter
     retries: Counter
+    token_counts: Counter
     upstream_latency: Histogram
     overhead: Histogram
     first_token: Histogram
@@ -88,6 +92,11 @@ def build_families(registry: CollectorRegistry | None) -> Families:
             ("model",),
         ),
         retries=counter("gateway_upstream_retries", "Upstream attempts beyond the first", ("model",)),
+        token_counts=counter(
+            "gateway_token_counts",
+            "Token counting calls (count_tokens, input_tokens) by tenant: a configured name, so bounded",
+            ("endpoint", "tenant", "status"),
+        ),
         upstream_latency=histogram(
             "gateway_upstream_latency_seconds",
             "Seconds of the upstream call that answered (to the end of the stream for streams)",
