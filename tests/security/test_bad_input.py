@@ -144,3 +144,21 @@ def test_a_huge_unknown_model_name_is_echoed_and_logged_truncated(
     logged = capsys.readouterr().out
     assert "m" * 257 not in logged and "m" * 256 in logged
     assert not chat.called
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "/admin/costs?to=9999-12-31",
+        "/admin/costs/summary?to=9999-12-31",
+        f"/admin/probes/report?model=gpt-5.4&since={'9' * 400}d",
+        f"/admin/experiments/any/report?since={'9' * 400}d",
+    ],
+)
+def test_admin_periods_out_of_range_are_a_400(tmp_path: Path, redis_url: str, query: str) -> None:
+    """A day after 9999-12-31 and a duration longer than time overflowed into a 500."""
+    router, _, _ = router_answering()
+    with gateway_client(tmp_path, redis_url, router) as client:
+        answer = client.get(query, headers={"authorization": f"Bearer {ADMIN_KEY}"})
+    assert answer.status_code == 400, answer.text
+    assert len(answer.text) < 500
