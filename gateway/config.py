@@ -142,6 +142,13 @@ class ModelConfig(_Strict):
     )
 
 
+SharedObjectKind = Literal[
+    "files", "vector_stores", "containers", "conversations", "skills", "prompts", "response_items"
+]
+"""Kinds of objects the provider keeps for its whole account that a request body may name by id
+(``gateway.shared_objects``)."""
+
+
 class TenantConfig(_Strict):
     keys: tuple[str, ...] = Field(min_length=1, description="API keys, as ${ENV} references or sha256:<hex>")
     allow_passthrough: bool = Field(
@@ -152,11 +159,21 @@ class TenantConfig(_Strict):
         description="may name response ids the gateway never saw this tenant create (by-id routes and "
         "previous_response_id); other tenants' ids are refused regardless",
     )
+    shared_objects: tuple[SharedObjectKind, ...] = Field(
+        default=(),
+        description="kinds of the provider's account-wide objects the tenant's requests may name by id "
+        "(file ids, vector stores, prompts, ...); a passthrough entry granting the kind's path grants it too",
+    )
     report_prompt_tokens: Literal["forwarded", "received"] = Field(
         default="forwarded",
         description="what usage says of a prompt the gateway rewrote: as forwarded (billed), or as received",
     )
     budget: BudgetConfig | None = None
+    token_counts_per_minute: int | None = Field(
+        default=None,
+        ge=1,
+        description="token counting calls (count_tokens, input_tokens) a minute; unset: limits' value",
+    )
     experiments: bool = Field(
         default=True,
         description="false: never mirrored to an experiment's candidate nor split to one (data that may not "
@@ -185,6 +202,7 @@ SHARED_OBJECTS = frozenset(
         "evals",
         "files",
         "fine_tuning",
+        "skills",
         "threads",
         "uploads",
         "vector_stores",
@@ -231,11 +249,22 @@ class PassthroughRoute(_Strict):
 
     @property
     def shared_objects(self) -> bool:
-        return self.path.strip("/").split("/")[0] in SHARED_OBJECTS
+        """The entry can reach the provider's shared objects: its first segment names them, or is a
+        wildcard (``/*``, ``/**``, ``/*/…``), which matches them among every other path."""
+        return self.path.strip("/").split("/")[0] in (*SHARED_OBJECTS, "*", "**")
 
 
 class Limits(_Strict):
     max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
+    token_counts_per_minute: int = Field(
+        default=120,
+        ge=1,
+        description="token counting calls (POST /v1/messages/count_tokens, /v1/responses/input_tokens) "
+        "per tenant per minute, over all the gateway's processes",
+    )
+    token_count_max_body_bytes: int = Field(
+        default=4 * 1024 * 1024, gt=0, description="the largest body of a token counting call"
+    )
     conversations_per_tenant: int = Field(
         default=10_000, ge=1, description="conversations whose cache state is kept per tenant (the oldest go)"
     )
@@ -342,11 +371,17 @@ def _passthrough_problems(
         if tenant not in config.tenants:
             problems.append(((*where, "tenants", number), f"unknown tenant {tenant!r}"))
     if route.shared_objects and route.tenants is None:
+        first = route.path.strip("/").split("/")[0]
+        reach = (
+            f"{route.path} matches any first path segment, /files and /batches among them, so it"
+            if first in ("*", "**")
+            else route.path
+        )
         problems.append(
             (
                 (*where, "tenants"),
-                f"{route.path} reaches objects every tenant of the provider's account shares: "
-                "name the tenants granted them",
+                f"{reach} reaches objects every tenant of the provider's account shares: "
+                "name the tenants granted them (or list narrower paths)",
             )
         )
     return problems

@@ -11,6 +11,7 @@ GatewayError (500, api_error)
 │   └── RouteNotFound            code=unknown_url
 ├── PayloadTooLarge (413, invalid_request_error)       code=request_too_large
 ├── BudgetExceeded (429, insufficient_quota)          code=budget_exceeded
+├── RateLimited (429, requests)                       code=rate_limit_exceeded, with retry-after
 ├── ClientClosedRequest (499, client_error)           code=client_disconnected (never sent: nobody listens)
 ├── ServiceUnavailable (503, service_unavailable)
 └── UpstreamError (502, upstream_error)
@@ -103,6 +104,21 @@ class BudgetExceeded(GatewayError):
     room_nanos: int | None = None
     """What the refused period's limit leaves above what is spent already, holds of requests in flight
     aside (spend only grows within a period: no hold above this can pass before it ends); None: unknown."""
+
+
+class RateLimited(GatewayError):
+    """Too many calls of a kind in the current window; ``retry_after``: seconds until it ends."""
+
+    status_code = 429
+    error_type = "requests"
+    default_code = "rate_limit_exceeded"
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+    def headers(self) -> dict[str, str]:
+        return {"retry-after": str(self.retry_after)}
 
 
 class ClientClosedRequest(GatewayError):

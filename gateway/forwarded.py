@@ -65,7 +65,7 @@ async def passthrough(pipeline: Pipeline, request: Request, path: str) -> Respon
         content_type = headers_of(request).get("content-type", "application/json")
         body = _json_body(raw, content_type)
         route = passthrough_route(runtime, grant, body)
-        record.requested_model = record.called_model = route.public_model
+        record.requested_model = route.public_model  # called_model once it answered: no event before
         await hold.take(
             runtime,
             record,

@@ -8,6 +8,7 @@ import sys
 import orjson
 import structlog
 
+from gateway.echo import echoed_or_none
 from gateway.money import usd
 from gateway.record import RequestRecord
 
@@ -51,7 +52,7 @@ class RequestLog:
             tenant=record.tenant.name if record.tenant else None,
             billed_to=record.bill_tenant,
             endpoint=record.endpoint,
-            model=record.requested_model,
+            model=echoed_or_none(record.requested_model),
             called_model=record.called_model,
             action=record.action,
             policy=record.policy,

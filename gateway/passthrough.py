@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gateway.config import PassthroughRoute
+from gateway.echo import echoed
 from gateway.errors import PermissionDenied, RouteNotFound
 
 if TYPE_CHECKING:
@@ -60,9 +61,10 @@ class PassthroughRules:
         return None, listed
 
     def grants_objects(self, tenant: str, kind: str) -> bool:
-        """Whether ``tenant`` was granted any route to the provider's ``kind`` objects (``conversations``)."""
+        """Whether ``tenant`` was granted any route to the provider's ``kind`` objects (``/files``,
+        ``/conversations``, ...), by name or by a wildcard first segment."""
         return any(
-            pattern[0] == kind and (route.tenants is None or tenant in route.tenants)
+            pattern[0] in (kind, "*", "**") and (route.tenants is None or tenant in route.tenants)
             for route, pattern in self._routes
         )
 
@@ -75,11 +77,11 @@ def passthrough_grant(runtime: Runtime, method: str, path: str, tenant: str) -> 
         return grant
     if listed:
         raise PermissionDenied(
-            f"{method} /v1/{path} is not granted to this tenant.", code="passthrough_not_granted"
+            f"{method} /v1/{echoed(path)} is not granted to this tenant.", code="passthrough_not_granted"
         )
     raise RouteNotFound(
-        f"Unknown request URL: {method} /v1/{path}. The gateway does not serve it, and its passthrough "
-        "list does not name it."
+        f"Unknown request URL: {method} /v1/{echoed(path)}. The gateway does not serve it, and its "
+        "passthrough list does not name it."
     )
 
 

@@ -30,6 +30,7 @@ from gateway.conversations.facts import cache_facts
 from gateway.conversations.pricing import counterfactual_of, look_up
 from gateway.conversations.requests import conversation_trace, remember_request, tracked
 from gateway.conversations.store import ConversationStore
+from gateway.count_limit import CountLimiter
 from gateway.errors import ClientClosedRequest, GatewayError, UpstreamError
 from gateway.experiments.answer import answer_of
 from gateway.experiments.live import Experiments
@@ -49,6 +50,7 @@ from gateway.responses.pending import Settler
 from gateway.runtime import Runtime
 from gateway.sampling.decide import is_probe
 from gateway.sampling.logprobs import LogprobTally
+from gateway.shared_objects import chat_references, check_shared
 from gateway.streaming import ChatStreamReader
 from gateway.tokens.counter import TokenCount
 from gateway.transforms import CompressorTransforms
@@ -91,6 +93,7 @@ class Pipeline:
         self.conversations = conversations or ConversationStore(
             redis, prefix=store.current.config.ledger.key_prefix
         )
+        self.count_limiter = CountLimiter(redis, prefix=store.current.config.ledger.key_prefix)
         self.settler = Settler(self.memory, observers=observers, store=store, pool=pool)
         self.experiments = Experiments(
             store=store,
@@ -131,6 +134,7 @@ class Pipeline:
             record.requested_model = model = bodies.check_chat(body)
             record.stream = body.get("stream") is True
             runtime.serving(model, "chat")  # 404 for an unknown model, 400 for an embedding one: no counting
+            check_shared(runtime, record.tenant.name, chat_references(body))
             if runtime.experiments.splits:
                 routed = await self.experiments.route(
                     runtime, record, body, headers_of(request), lambda: body["messages"]

@@ -28,7 +28,12 @@ INLINE_COUNT_BYTES = 16 * 1024
 
 
 class TransformFailed(Exception):
-    """A transform could not produce a request (the cheap model failed, nothing left to cut, ...)."""
+    """A transform could not produce a request (the cheap model failed, nothing left to cut, ...).
+    ``lasting``: the cause lies in the request itself (nothing to cut), so retrying it cannot help."""
+
+    def __init__(self, reason: str, *, lasting: bool = False) -> None:
+        super().__init__(reason)
+        self.lasting = lasting
 
 
 class Transforms(Protocol):
@@ -228,7 +233,7 @@ async def plan_chat(
             messages = await transforms.run(step, messages, decision, facts)
             rebuilt = front.rebuild(body, messages)
         except TransformFailed as exc:
-            decision = engine.after_failure(decision, facts, reason=str(exc))
+            decision = engine.after_failure(decision, facts, reason=str(exc), lasting=exc.lasting)
             continue
         plan.changed = True
         counted = await _count_async(runtime, front, model, rebuilt, body_len)  # off the loop when large

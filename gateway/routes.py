@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.echo import echoed
 from gateway.errors import AuthenticationFailed, GatewayError, NotFound, PermissionDenied, RouteNotFound
 from gateway.types import Tenant
 
@@ -125,10 +126,11 @@ async def render_http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     error: GatewayError
     if exc.status_code == 404:
-        error = RouteNotFound(f"Unknown request URL: {request.method} {request.url.path}.")
+        error = RouteNotFound(f"Unknown request URL: {request.method} {echoed(request.url.path)}.")
     elif exc.status_code == 405:
         error = NotFound(
-            f"Method {request.method} is not allowed on {request.url.path}.", code="method_not_allowed"
+            f"Method {request.method} is not allowed on {echoed(request.url.path)}.",
+            code="method_not_allowed",
         )
         error.status_code = 405
     else:

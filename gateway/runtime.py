@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from gateway.auth import KeyRing
 from gateway.config import GatewayConfig, ModelConfig, ProviderConfig
+from gateway.echo import echoed
 from gateway.errors import InvalidRequest, ModelNotFound
 from gateway.experiments.matching import EMPTY, ExperimentIndex, index_of
 from gateway.passthrough import PassthroughRules
@@ -39,7 +40,7 @@ class Runtime:
         routes = self.routes.get(model)
         if routes is None:
             raise ModelNotFound(
-                f"The model '{model}' does not exist or you do not have access to it.", param="model"
+                f"The model '{echoed(model)}' does not exist or you do not have access to it.", param="model"
             )
         return routes
 

@@ -231,7 +231,9 @@ class CompressorTransforms:
         if result.outcome == "under_budget":
             return messages  # it already fits the retrieval budget: nothing to cut
         if result.outcome != "retrieved":
-            raise TransformFailed(f"retrieval could not cut the request ({result.outcome.replace('_', ' ')})")
+            raise TransformFailed(
+                f"retrieval could not cut the request ({result.outcome.replace('_', ' ')})", lasting=True
+            )
         return list(result.messages)
 
     def _keep(self, tenant: str, settings: RetrievalSettings) -> RetrieveRelevantChunks:

@@ -125,9 +125,12 @@ class PolicyEngine:
         """Check the result of ``decision.transforms[0]``; escalate when it is not small enough."""
         return escalation.after_transform(decision, facts, new_tokens)
 
-    def after_failure(self, decision: Decision, facts: Facts, *, reason: str) -> Decision:
-        """Apply the policy's ``on_failure`` after ``decision.transforms[0]`` raised."""
-        return escalation.after_failure(decision, facts, reason=reason)
+    def after_failure(
+        self, decision: Decision, facts: Facts, *, reason: str, lasting: bool = False
+    ) -> Decision:
+        """Apply the policy's ``on_failure`` after ``decision.transforms[0]`` raised (``lasting``: the
+        failure lies in the request itself, so a rejection is 400, not 503)."""
+        return escalation.after_failure(decision, facts, reason=reason, lasting=lasting)
 
 
 def _passthrough(facts: Facts, warnings: list[str]) -> bool:

@@ -12,7 +12,10 @@ After a transform (``after_transform``), with ``t`` the tokens it produced and `
 
 After a failure (``after_failure``), by the failed transform's ``on_failure``:
 ``reject`` answers 503; ``forward`` sends the request as it stands when the invariant allows it;
-otherwise the next planned transform runs, or retrieve after a failed compress, or 503.
+otherwise the next planned transform runs, or retrieve after a failed compress, or 503. A failure that
+lies in the request itself (``lasting``: retrieval finds no document to cut, or no room once the messages
+it must keep are counted) answers 400 ``context_length_exceeded`` instead of 503: the same request would
+fail the same way again, and clients retry a 503.
 """
 
 from __future__ import annotations
@@ -54,13 +57,14 @@ def after_transform(decision: Decision, facts: Facts, new_tokens: int) -> Decisi
     )
 
 
-def after_failure(decision: Decision, facts: Facts, *, reason: str) -> Decision:
-    """The next decision once ``decision.transforms[0]`` has failed (``reason``: for the warning)."""
+def after_failure(decision: Decision, facts: Facts, *, reason: str, lasting: bool = False) -> Decision:
+    """The next decision once ``decision.transforms[0]`` has failed (``reason``: for the warning;
+    ``lasting``: the failure lies in the request, retrying it cannot help)."""
     step, rest = _pending(decision)
     fallback = decision.compress.on_failure if step is Action.COMPRESS else decision.retrieve.on_failure
     failed = replace(decision, transforms=rest)
     if fallback is Fallback.REJECT:
-        return _reject(failed, notices.unavailable(step=step, reason=reason, policy=decision.policy))
+        return _reject(failed, _failure(decision, step, reason, lasting=lasting))
     if fallback is Fallback.FORWARD and decision.bands.admits(
         decision.tokens, allow_over_cliff=decision.allow_over_cliff
     ):
@@ -71,7 +75,15 @@ def after_failure(decision: Decision, facts: Facts, *, reason: str) -> Decision:
         return replace(failed, action=rest[-1], warnings=(*failed.warnings, warning))
     if step is Action.COMPRESS and Action.RETRIEVE not in decision.applied:
         return _plan_retrieve(failed, notices.transform_failed(step, reason, "retrieve next"))
-    return _reject(failed, notices.unavailable(step=step, reason=reason, policy=decision.policy))
+    return _reject(failed, _failure(decision, step, reason, lasting=lasting))
+
+
+def _failure(decision: Decision, step: Action, reason: str, *, lasting: bool) -> Rejection:
+    """503 for a failure that may pass (a cheap model down); 400 for one in the request itself."""
+    if lasting:
+        why = notices.transform_failed(step, reason, "the request cannot be cut")
+        return notices.too_long(bands=decision.bands, tokens=decision.tokens, policy=decision.policy, why=why)
+    return notices.unavailable(step=step, reason=reason, policy=decision.policy)
 
 
 def _pending(decision: Decision) -> tuple[Action, tuple[Action, ...]]:

@@ -171,7 +171,7 @@ def _choice(value: str, allowed: tuple[T, ...], param: str) -> T:
 def _period(start: str | None, end: str | None, clock: Clock) -> Period:
     try:
         return Period.parse(start, end, now_ms=int(clock() * 1000))
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:  # OverflowError: a day past 9999-12-31
         raise InvalidRequest(f"invalid period: {exc}", param="from") from exc
 
 

@@ -4,7 +4,8 @@ Clients decide on this number when to compact their conversation (Claude Code do
 the truth lets a conversation run into the window or over a price line. The gateway counts the request
 itself (an estimate: Claude's tokenizer is not public) and, when the model's provider offers the count
 (``messages_count_tokens: true``), asks it too; the answer is the larger of the two, never less than the
-gateway's own count. Counting is not billed: no cost event, no budget hold.
+gateway's own count. Counting is not billed: no cost event, no budget hold; it is limited per tenant, its
+body capped, and refused to a tenant whose hard budget is spent (``gateway.count_calls``).
 """
 
 from __future__ import annotations
@@ -18,12 +19,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway import body as bodies
+from gateway.admission import Hold
 from gateway.body import headers_of
+from gateway.count_calls import admitted_body, check_budget_left
 from gateway.messages import reply
 from gateway.messages.confirm import offers_count, provider_count
 from gateway.messages.front import MESSAGES, check_messages
 from gateway.messages.pipeline import anthropic_routes
+from gateway.messages.references import messages_references
 from gateway.record import notify_soon
+from gateway.shared_objects import check_shared
 
 if TYPE_CHECKING:
     from gateway.pipeline import Pipeline
@@ -31,13 +36,16 @@ if TYPE_CHECKING:
 
 async def count_tokens(pipeline: Pipeline, request: Request) -> Response:
     record = pipeline.begin(request, "messages_count_tokens")
-    async with pipeline.failing(record):
+    hold = Hold(pipeline.budgets)
+    async with pipeline.failing(record, hold):
         runtime = pipeline.store.current
         record.tenant = pipeline.authenticate(runtime, request)
-        raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
+        raw = await admitted_body(pipeline.count_limiter, runtime, record, request)
         body = bodies.parse_object(raw)
         record.requested_model = model = check_messages(body, require_max_tokens=False)
         route = anthropic_routes(runtime.serving(model, "chat"), model)[0]
+        check_shared(runtime, record.tenant.name, messages_references(body))
+        await check_budget_left(hold, runtime, record, headers_of(request))
         count = MESSAGES.count
         if len(raw) < runtime.config.counting.offload_bytes:
             estimate = count(runtime.counter, model, body).total

@@ -15,6 +15,7 @@ import structlog
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.echo import echoed
 from gateway.errors import GatewayError, UpstreamExhausted, UpstreamRejected
 
 ERROR_TYPES = {
@@ -106,7 +107,7 @@ def anthropic_errors(handler: Handler) -> Handler:
         except GatewayError as exc:
             return render(request, exc)
         except Exception:
-            log.exception("messages_unexpected_error", path=request.url.path)
+            log.exception("messages_unexpected_error", path=echoed(request.url.path))
             return render(request, GatewayError("The gateway failed unexpectedly; see its logs."))
 
     return handle

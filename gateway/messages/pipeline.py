@@ -31,11 +31,13 @@ from gateway.experiments.answer import answer_of
 from gateway.messages import reply
 from gateway.messages.confirm import confirmer
 from gateway.messages.front import MESSAGES, check_messages
+from gateway.messages.references import messages_references
 from gateway.messages.thinking import for_another_model
 from gateway.planning import Plan, planned_body
 from gateway.record import notify, notify_soon
 from gateway.responses.calls import with_query
 from gateway.runtime import Route
+from gateway.shared_objects import check_shared
 from gateway.upstream import send
 
 if TYPE_CHECKING:
@@ -55,6 +57,7 @@ async def create(pipeline: Pipeline, request: Request) -> Response:
         record.requested_model = model = check_messages(body)
         record.stream = body.get("stream") is True
         candidates = anthropic_routes(runtime.serving(model, "chat"), model)
+        check_shared(runtime, record.tenant.name, messages_references(body))
         headers = headers_of(request)
         if runtime.experiments.splits:
             routed = await pipeline.experiments.route(

@@ -14,7 +14,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway import routes
-from gateway.errors import ModelNotFound
+from gateway.echo import echoed
+from gateway.errors import InvalidRequest, ModelNotFound
 from gateway.messages.errors import anthropic_errors
 from gateway.routes import json_response, state_of
 from gateway.runtime import Route, Runtime
@@ -83,7 +84,7 @@ async def retrieve_model(request: Request) -> Response:
     state.pipeline.authenticate(runtime, request)
     name = request.path_params["model"]
     if name not in messages_models(runtime):
-        raise ModelNotFound(f"model: {name}", param="model")
+        raise ModelNotFound(f"model: {echoed(name)}", param="model")
     return json_response(model_object(name))
 
 
@@ -108,9 +109,17 @@ def paged(names: list[str], query: Mapping[str, str]) -> tuple[list[str], bool]:
 
 
 def _limit(value: str | None) -> int:
-    if value is None or not value.isdigit():
+    """``limit``, a whole number from 1 to 1000 written in ASCII digits (``str.isdigit`` also takes
+    ``²`` and other digits ``int`` refuses); anything else is Anthropic's 400."""
+    if value is None:
         return DEFAULT_LIMIT
-    return max(1, min(int(value), MAX_LIMIT))
+    number = int(value) if value.isascii() and value.isdigit() and len(value) <= 6 else 0
+    if not 1 <= number <= MAX_LIMIT:
+        raise InvalidRequest(
+            f"limit: Input should be a whole number from 1 to {MAX_LIMIT}, not {echoed(value, 32)!r}.",
+            param="limit",
+        )
+    return number
 
 
 def model_object(name: str) -> dict[str, object]:

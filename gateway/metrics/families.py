@@ -19,6 +19,9 @@ gateway_experiment_redis_errors_total      counter    experiment operation kind 
                                                                                   experiments (kind:
                                                                                   unreachable, or the
                                                                                   error Redis answered)
+gateway_token_counts_total                 counter    endpoint tenant status      token counting calls
+                                                                                  (count_tokens,
+                                                                                  input_tokens) by tenant
 gateway_upstream_latency_seconds           histogram  model                       the answering call
 gateway_overhead_seconds                   histogram  endpoint                    total minus upstream
 gateway_time_to_first_token_seconds        histogram  model                       streams
@@ -58,6 +61,7 @@ class Families:
     savings_cost: Counter
     retries: Counter
     experiment_redis_errors: Counter
+    token_counts: Counter
     upstream_latency: Histogram
     overhead: Histogram
     first_token: Histogram
@@ -101,6 +105,11 @@ def build_families(registry: CollectorRegistry | None) -> Families:
             "gateway_experiment_redis_errors",
             "Redis calls of experiments that failed (kind: unreachable, or the error code Redis answered)",
             ("experiment", "operation", "kind"),
+        ),
+        token_counts=counter(
+            "gateway_token_counts",
+            "Token counting calls (count_tokens, input_tokens) by tenant: a configured name, so bounded",
+            ("endpoint", "tenant", "status"),
         ),
         upstream_latency=histogram(
             "gateway_upstream_latency_seconds",

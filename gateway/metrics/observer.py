@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gateway.config import GatewayConfig
+from gateway.count_limit import COUNT_ENDPOINTS
 from gateway.ledger import CostEvent
 from gateway.metrics.families import Families
 from gateway.money import NANOS_PER_USD
@@ -35,6 +36,8 @@ class RequestMetrics:
         model = _label(record.called_model or record.requested_model, models)
         if record.status:  # background work (pre-compression) has none: not a request, only its calls
             self._child(f.requests, record.endpoint, model, record.action, str(record.status)).inc()
+        if record.endpoint in COUNT_ENDPOINTS and record.tenant is not None and record.status:
+            self._child(f.token_counts, record.endpoint, record.tenant.name, str(record.status)).inc()
         if record.retries:
             self._child(f.retries, model).inc(record.retries)
         upstream = record.upstream_seconds

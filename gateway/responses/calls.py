@@ -21,6 +21,7 @@ from gateway import body as bodies
 from gateway import replies
 from gateway.admission import Hold
 from gateway.body import headers_of
+from gateway.count_calls import admitted_body, check_budget_left
 from gateway.errors import RouteNotFound
 from gateway.metering import max_cost_nanos
 from gateway.planning import with_model
@@ -82,18 +83,23 @@ async def by_id(pipeline: Pipeline, request: Request, response_id: str, action: 
 
 async def by_model(pipeline: Pipeline, request: Request, operation: str) -> Response:
     """``compact`` runs a model: it takes a budget hold (the most its input and output can cost) and is
-    billed; ``input_tokens`` only counts."""
+    billed; ``input_tokens`` only counts, within its tenant's limit (``gateway.count_calls``)."""
     record = pipeline.begin(request, f"responses_{operation}")
     metered = operation in METERED
     hold = Hold(pipeline.budgets)
     async with pipeline.failing(record, hold):
         runtime = pipeline.store.current
         record.tenant = pipeline.authenticate(runtime, request)
-        raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
+        if metered:
+            raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
+        else:
+            raw = await admitted_body(pipeline.count_limiter, runtime, record, request)
         body = bodies.parse_object(raw)
         record.requested_model = model = bodies.require_model(body)
         candidates = runtime.serving(model, "chat")
         await check_references(pipeline.memory, runtime, record.tenant.name, body)
+        if not metered:
+            await check_budget_left(hold, runtime, record, headers_of(request))
         if metered:
             await hold.take(
                 runtime,

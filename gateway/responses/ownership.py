@@ -5,8 +5,9 @@ read, delete or chain onto any other tenant's responses by id. The response memo
 (``gw:{tenant}:resp:<id>``), so a tenant recalls only its own. An id the gateway never saw this tenant
 create — another tenant's, or one made outside the gateway — is answered 404, exactly as an id that does
 not exist, unless the tenant is configured with ``allow_unknown_responses`` (then it goes to the provider
-as before). The same holds for ``previous_response_id``; and a ``conversation`` (an object the provider
-shares across the account) needs a passthrough grant for ``/conversations``.
+as before). The same holds for ``previous_response_id``; and the objects the provider shares across the
+account that a body names (a ``conversation``, files, vector stores, a stored prompt, an
+``item_reference``: ``gateway.responses.references``) need the tenant's grant (``gateway.shared_objects``).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.errors import InvalidRequest, NotFound, PermissionDenied
+from gateway.errors import InvalidRequest, NotFound
 from gateway.responses.memory import Remembered, ResponseMemory
+from gateway.responses.references import responses_references
 from gateway.runtime import Runtime
+from gateway.shared_objects import check_shared
 
 _RESPONSE_ID = re.compile(r"[A-Za-z0-9_\-]{1,256}")
 
@@ -47,17 +50,10 @@ async def owned(
 async def check_references(
     memory: ResponseMemory, runtime: Runtime, tenant: str, body: Mapping[str, Any]
 ) -> Remembered | None:
-    """A Responses body's references to stored objects: ``previous_response_id`` must be the tenant's own
-    (what is remembered of it is returned), and a ``conversation`` needs a grant."""
-    if body.get("conversation") is not None and not runtime.passthrough.grants_objects(
-        tenant, "conversations"
-    ):
-        raise PermissionDenied(
-            "Conversations are objects the provider shares across its account; this tenant is not "
-            "granted them (a passthrough entry for /conversations).",
-            param="conversation",
-            code="shared_objects_not_granted",
-        )
+    """A Responses body's references to stored objects: the account's shared objects it names need the
+    tenant's grant, and ``previous_response_id`` must be the tenant's own (what is remembered of it is
+    returned)."""
+    check_shared(runtime, tenant, responses_references(body))
     previous = body.get("previous_response_id")
     if previous is None:
         return None

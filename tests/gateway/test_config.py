@@ -350,3 +350,22 @@ def test_hash_key_command(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
     assert capsys.readouterr().out.strip() == (
         "sha256:2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"
     )
+
+
+@pytest.mark.parametrize("path", ["/**", "/*", "/*/content", "/*/**"])
+def test_a_passthrough_entry_matching_any_first_segment_must_name_its_tenants(path: str) -> None:
+    """``/*`` and ``/**`` reach /files and /batches too: without tenants they are refused at the line."""
+    text = f"providers: {{}}\nmodels: {{}}\npassthrough:\n  - path: /moderations\n  - path: {path}\n"
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, Path("g.yaml"), {})
+    [problem] = caught.value.problems
+    assert problem.startswith("g.yaml:5: passthrough.1.tenants: ")
+    assert "matches any first path segment" in problem and "name the tenants granted them" in problem
+    granted = text.replace(f"path: {path}\n", f"path: {path}\n    tenants: [one]\n")
+    granted += "tenants:\n  one: {keys: ['sha256:" + "0" * 64 + "']}\n"
+    assert parse_config(granted, Path("g.yaml"), {}).passthrough[1].tenants == ("one",)
+
+
+def test_a_passthrough_entry_under_a_named_path_needs_no_tenants() -> None:
+    text = "providers: {}\nmodels: {}\npassthrough:\n  - path: /moderations/*\n  - path: /audio/**\n"
+    assert len(parse_config(text, Path("g.yaml"), {}).passthrough) == 2

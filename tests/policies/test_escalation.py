@@ -251,3 +251,35 @@ def test_deferred_timing_sends_a_compression_up_to_the_cliff_without_excerpting_
     after = engine.after_transform(decision, facts, new_tokens)
     assert (after.action, after.transforms) == (action, transforms)
     assert after.above_cliff is False
+
+
+@pytest.mark.parametrize(
+    ("tokens", "step", "default"),
+    [
+        (300_000, R, {"retrieve": {"on_failure": "reject"}}),
+        (300_000, R, {"retrieve": {"on_failure": "forward"}}),
+        (300_000, R, {}),
+    ],
+)
+def test_after_a_lasting_failure_the_rejection_is_400_context_length_exceeded(
+    tokens: int, step: Action, default: dict[str, Any]
+) -> None:
+    """Retrieval that finds nothing to cut fails the same way on every retry: 400, never a 503 the SDKs
+    would retry."""
+    engine, facts, decision = planned(tokens, **default)
+    assert decision.transforms == (step,)
+    after = engine.after_failure(decision, facts, reason="retrieval could not cut it", lasting=True)
+    assert (after.action, after.transforms) == (Action.REJECT, ())
+    assert after.rejection is not None
+    assert (after.rejection.status, after.rejection.code) == (400, "context_length_exceeded")
+    assert after.rejection.error_type == "invalid_request_error"
+    assert "price cliff is 272000 tokens" in after.rejection.message
+    assert (
+        "retrieve failed (retrieval could not cut it); the request cannot be cut" in after.rejection.message
+    )
+
+
+def test_a_lasting_failure_still_moves_on_to_the_next_transform() -> None:
+    engine, facts, decision = planned(260_000)
+    after = engine.after_failure(decision, facts, reason="nothing", lasting=True)
+    assert (after.action, after.transforms, after.rejection) == (R, (R,), None)

@@ -109,3 +109,56 @@ def test_an_admin_tenant_filter_outside_latin_1_is_answered(tmp_path: Path, redi
         answer = client.get("/admin/costs?tenant=%E2%9C%93", headers={"authorization": f"Bearer {ADMIN_KEY}"})
     assert answer.status_code == 200
     assert answer.headers["content-disposition"].startswith('attachment; filename="costs-_-')
+
+
+@pytest.mark.parametrize("limit", ["²", "٣", "abc", "0", "1001", "-1", "1" * 400])
+def test_a_models_limit_that_is_not_1_to_1000_is_anthropics_400(
+    tmp_path: Path, redis_url: str, limit: str
+) -> None:
+    """``"²".isdigit()`` is true and ``int("²")`` raises: it was a 500."""
+    router, _, _ = router_answering()
+    with gateway_client(tmp_path, redis_url, router) as client:
+        answer = client.get(
+            "/v1/models", params={"limit": limit}, headers={"anthropic-version": "2023-06-01"}
+        )
+        fine = client.get("/v1/models", params={"limit": "5"}, headers={"anthropic-version": "2023-06-01"})
+    assert answer.status_code == 400, answer.text
+    document = answer.json()
+    assert document["type"] == "error" and document["error"]["type"] == "invalid_request_error"
+    assert document["error"]["message"].startswith("limit: ") and len(document["error"]["message"]) < 200
+    assert fine.status_code == 200
+
+
+def test_a_huge_unknown_model_name_is_echoed_and_logged_truncated(
+    tmp_path: Path, redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = "m" * 4_000_000
+    router, chat, _ = router_answering()
+    with gateway_client(tmp_path, redis_url, router) as client:
+        answer = client.post("/v1/chat/completions", json=chat_body(model=name))
+        by_path = client.get(f"/v1/models/{'n' * 20_000}", headers={"anthropic-version": "2023-06-01"})
+    assert answer.status_code == 404 and answer.json()["error"]["code"] == "model_not_found"
+    message = answer.json()["error"]["message"]
+    assert len(message) < 600 and "… (4,000,000 characters)" in message
+    assert by_path.status_code == 404 and len(by_path.text) < 600
+    logged = capsys.readouterr().out
+    assert "m" * 257 not in logged and "m" * 256 in logged
+    assert not chat.called
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "/admin/costs?to=9999-12-31",
+        "/admin/costs/summary?to=9999-12-31",
+        f"/admin/probes/report?model=gpt-5.4&since={'9' * 400}d",
+        f"/admin/experiments/any/report?since={'9' * 400}d",
+    ],
+)
+def test_admin_periods_out_of_range_are_a_400(tmp_path: Path, redis_url: str, query: str) -> None:
+    """A day after 9999-12-31 and a duration longer than time overflowed into a 500."""
+    router, _, _ = router_answering()
+    with gateway_client(tmp_path, redis_url, router) as client:
+        answer = client.get(query, headers={"authorization": f"Bearer {ADMIN_KEY}"})
+    assert answer.status_code == 400, answer.text
+    assert len(answer.text) < 500

@@ -75,3 +75,21 @@ def test_passthrough_calls_are_held_and_metered(tmp_path: Path, redis_url: str, 
     assert metered.status_code == 200 and route.call_count == 1
     assert event["cost_usd"] == "0.000100000" and event["model"] == "gpt-5.2"
     assert refused.status_code == 429 and refused.json()["error"]["code"] == "budget_exceeded"
+
+
+def test_a_passthrough_call_refused_for_budget_writes_no_event(
+    tmp_path: Path, redis_url: str, tenant_name: str
+) -> None:
+    """Like a refused chat or Responses request: nothing went upstream, so there is no cost event (the
+    metered call after it is the one whose event is waited for; events are written in order)."""
+    router = respx.Router(assert_all_called=False)
+    route = router.post(f"{UPSTREAM}/moderations").mock(return_value=httpx.Response(200, json={"id": "m"}))
+    passthrough = [{"path": "/moderations"}, {"path": "/images/generations", "hold_usd": "0.5"}]
+    config = budgeted(tenant_name, "0.01", passthrough=passthrough)
+    with gateway_client(tmp_path, redis_url, router, config=config) as client:
+        refused = client.post("/v1/images/generations", json={"model": "gpt-5.2", "prompt": "a cat"})
+        metered = client.post("/v1/moderations", json={"model": "gpt-5.2", "input": "x"})
+        request_id = metered.headers["x-gateway-request-id"]
+        stored = {event["id"] for event in app_events(client, tenant_name, until=request_id)}
+    assert refused.status_code == 429 and route.call_count == 1
+    assert refused.headers["x-gateway-request-id"] not in stored

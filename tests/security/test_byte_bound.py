@@ -17,7 +17,8 @@ from tests.gateway.test_responses_bound import repeated
 
 def test_responses_pipeline_counts_the_reported_body_exactly(tmp_path: Path, redis_url: str) -> None:
     """70,000 ``{}`` items are 350,003 tokens, over the cliff: the default policy's action there (retrieve,
-    which has no document to cut, so its fallback: reject), not a forward decided on the byte size."""
+    which has no document to cut: 400 ``context_length_exceeded``, since the same request would fail the
+    same way again), not a forward decided on the byte size."""
     router = respx.Router(assert_all_called=False)
     forwarded = router.post(f"{UPSTREAM}/responses").mock(
         return_value=httpx.Response(200, json={"id": "resp_1", "object": "response", "output": []})
@@ -27,6 +28,6 @@ def test_responses_pipeline_counts_the_reported_body_exactly(tmp_path: Path, red
         response = client.post(
             "/v1/responses", content=repeated("{}", 70_000), headers={"content-type": "application/json"}
         )
-    assert response.status_code == 503, response.text
-    assert response.json()["error"]["code"] == "retrieve_failed"
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "context_length_exceeded"
     assert not forwarded.called
