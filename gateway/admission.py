@@ -1,7 +1,9 @@
 """Step 5, admit: hold the request's maximum cost against its tenant's budget before any upstream call.
 
 The hold is the most the request can cost: its call on the most expensive model it may go to (the
-decided one and its fallbacks), every choice's output cap included, plus the side calls its transforms may
+decided one and its fallbacks), every choice's output cap included, and the most its server-side tools can
+cost there (each tool's ``max_uses``, Responses' ``max_tool_calls``, else ``limits.held_tool_uses``, times
+the model's ``per_use`` price: ``gateway.metering.held_tool_nanos``), plus the side calls its transforms may
 make (the cheap model's summary calls, the embeddings of hybrid retrieval). It is settled by the request's
 own cost event (the ledger applies both in one step) or released when the request fails before it reaches
 a model. Requests from a trusted probe are billed to the ``probe`` tenant and take no hold on the caller's
@@ -26,6 +28,7 @@ from gateway.record import RequestRecord
 from gateway.runtime import Route, Runtime
 from gateway.sampling.config import PROBE_TENANT
 from gateway.sampling.decide import trusted_probe
+from gateway.servertools.requested import NO_TOOLS, RequestedTools
 from gateway.types import Usage
 from policies import Decision
 
@@ -69,13 +72,15 @@ def ceiling_nanos(
     decision: Decision | None,
     tokens: int,
     caps: Mapping[str, Any],
+    tools: RequestedTools = NO_TOOLS,
 ) -> int:
-    """The most a chat or Responses request of ``tokens`` input tokens can cost (see the module docstring)."""
+    """The most a chat, Responses or Messages request of ``tokens`` input tokens can cost, its server-side
+    ``tools`` included (see the module docstring)."""
     names = {route.public_model for route in runtime.candidates(requested)}
     if decision is not None:
         names.update(route.public_model for route in runtime.candidates(decision.model))
     models = runtime.config.models
-    call = max((max_cost_nanos(models.get(name), tokens, caps) for name in names), default=0)
+    call = max((max_cost_nanos(models.get(name), tokens, caps, tools=tools) for name in names), default=0)
     return call + transforms_ceiling_nanos(runtime.config, decision, tokens)
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import hashlib
 import re
 from decimal import Decimal
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from gateway.experiments.config import ExperimentConfig
 from gateway.ledger.schema import BudgetConfig, LedgerConfig
 from gateway.sampling.config import SamplingConfig
+from gateway.servertools.kinds import ServerToolKind
 from gateway.tokens.config import CountingConfig, EncodingName
 from policies import PoliciesConfig
 
@@ -110,6 +111,10 @@ class PriceTier(_Strict):
     scope: Literal["whole_request", "marginal"] = "whole_request"
 
 
+ToolKindName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+UsdPerUse = Annotated[Decimal, Field(ge=0, decimal_places=9)]
+
+
 class ModelPricing(_Strict):
     """USD per million tokens; up to three decimals keep every cost an exact number of nano-dollars."""
 
@@ -117,6 +122,12 @@ class ModelPricing(_Strict):
     cached_input: Decimal | None = Field(default=None, ge=0, decimal_places=3)
     output: Decimal = Field(ge=0, decimal_places=3)
     tiers: tuple[PriceTier, ...] = ()
+    per_use: dict[ToolKindName, UsdPerUse] = Field(
+        default_factory=dict,
+        description="USD per use of a server-side tool the provider bills per use, by kind (web_search, "
+        "web_fetch, file_search, code_interpreter per container, image_generation per image), on top of "
+        "the tokens; a use the provider reports of a kind not listed here is billed $0, logged and counted",
+    )
     taken: str | None = Field(default=None, description="when the price was read from the provider")
 
     @field_validator("tiers")
@@ -178,6 +189,11 @@ class TenantConfig(_Strict):
         default=True,
         description="false: never mirrored to an experiment's candidate nor split to one (data that may not "
         "go to another model or provider)",
+    )
+    server_tools: bool | tuple[ServerToolKind, ...] = Field(
+        default=True,
+        description="the tools the provider runs itself (web search, file search, code execution, ...) the "
+        "tenant may offer a model: true (all), false (none), or a list of kinds; others are refused (400)",
     )
 
     def key_hashes(self) -> tuple[str, ...]:
@@ -272,6 +288,12 @@ class Limits(_Strict):
         default=16_384,
         ge=0,
         description="prompts of at least this many tokens leave their conversation's cache state",
+    )
+    held_tool_uses: int = Field(
+        default=20,
+        ge=0,
+        description="uses of each server-side tool a budget holds for a request that sets no cap of its "
+        "own (Messages max_uses, Responses max_tool_calls)",
     )
     shadow_calls: int = Field(default=16, ge=1, description="experiments' shadow calls in flight per process")
     shadow_shed_above_requests: int = Field(

@@ -12,25 +12,39 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from gateway.config import GatewayConfig, ModelConfig, prompt_cache_of
+import structlog
+
+from gateway.config import GatewayConfig, ModelConfig, ModelPricing, prompt_cache_of
 from gateway.conversations.counterfactual import Basis, CounterfactualCache
 from gateway.ledger import CostEvent, Ledger
+from gateway.money import nanos_from_usd
 from gateway.pricing import Cost, price
 from gateway.record import TIMEOUT, RequestRecord, SideCall
+from gateway.servertools import uses_text
+from gateway.servertools.requested import NO_TOOLS, RequestedTools
 from gateway.tokens.counter import TokenCounter
 from gateway.types import Usage
+
+log = structlog.get_logger("gateway.metering")
 
 DEFAULT_MAX_OUTPUT_TOKENS = 4_096
 
 
 def max_cost_nanos(
-    model: ModelConfig | None, input_tokens: int, body: Mapping[str, Any], *, output: bool = True
+    model: ModelConfig | None,
+    input_tokens: int,
+    body: Mapping[str, Any],
+    *,
+    output: bool = True,
+    tools: RequestedTools = NO_TOOLS,
 ) -> int:
     """The most a request can cost: its input, plus its output cap (``max_completion_tokens`` /
     ``max_tokens``, else the model's ``max_output_tokens``, else 4,096) for each of its ``n`` choices, at
-    the tier that input hits. ``output=False``: a call that produces no tokens (embeddings)."""
+    the tier that input hits, plus the most its server-side ``tools`` can cost. ``output=False``: a call
+    that produces no tokens (embeddings)."""
     if model is None or model.pricing is None:
         return 0
     produced = 0
@@ -38,7 +52,19 @@ def max_cost_nanos(
         cap = _positive_int(body.get("max_completion_tokens")) or _positive_int(body.get("max_tokens"))
         per_choice = cap or model.max_output_tokens or DEFAULT_MAX_OUTPUT_TOKENS
         produced = per_choice * (_positive_int(body.get("n")) or 1)
-    return price(Usage(input_tokens=input_tokens, output_tokens=produced), model.pricing).total_nanos
+    tokens = price(Usage(input_tokens=input_tokens, output_tokens=produced), model.pricing).total_nanos
+    return tokens + (held_tool_nanos(model.pricing, tools) if tools else 0)
+
+
+def held_tool_nanos(pricing: ModelPricing, tools: RequestedTools) -> int:
+    """The most ``tools`` can cost at ``pricing``'s ``per_use`` prices: each kind's most uses times its
+    price; under a cap on all calls together (``max_tool_calls``), that many calls of the dearest kind
+    offered, when that is less."""
+    prices = {kind: nanos_from_usd(pricing.per_use.get(kind, 0)) for kind in tools.kinds}
+    each = sum(count * prices[kind] for kind, count in tools.held)
+    if tools.total is None:
+        return each
+    return min(each, tools.total * max(prices.values(), default=0))
 
 
 def _positive_int(value: object) -> int | None:
@@ -72,6 +98,7 @@ class LedgerRecorder:
         self._config = config
         self._counter = counter
         self.sinks = list(sinks)
+        self._unpriced: set[tuple[str, str]] = set()
 
     def __call__(self, record: RequestRecord) -> None:
         events = self.events(record)
@@ -102,7 +129,11 @@ class LedgerRecorder:
     def main_event(self, record: RequestRecord, config: GatewayConfig, tenant: str) -> CostEvent:
         assert record.tenant is not None and record.called_model is not None
         usage = record.usage or self.estimate(record)
+        if record.tool_uses and not usage.tool_uses:
+            usage = replace(usage, tool_uses=record.tool_uses)
         cost = cost_of(usage, config, record.called_model)
+        if cost is not None and cost.unpriced_tools:
+            self.unpriced(record.called_model, cost.unpriced_tools)
         unchanged, basis = counterfactual_usage(record, usage)
         counterfactual = cost.total_nanos if cost else 0
         if basis is not Basis.FORWARDED:
@@ -157,6 +188,19 @@ class LedgerRecorder:
             **_priced(usage, cost_of(usage, config, call.model)),
         )
 
+    def unpriced(self, model: str, kinds: tuple[str, ...]) -> None:
+        """Tool uses the model has no price for: billed $0, so said once per model and kind in the log
+        (the metrics count every such use: ``gateway_tool_uses_total{priced="false"}``)."""
+        for kind in kinds:
+            if (model, kind) not in self._unpriced:
+                self._unpriced.add((model, kind))
+                log.warning(
+                    "tool_use_unpriced",
+                    model=model,
+                    kind=kind,
+                    hint=f"set models.{model}.pricing.per_use.{kind} (USD per use)",
+                )
+
     def estimate(self, record: RequestRecord) -> Usage:
         """No usage from the upstream (a stream cut short): the tokens the gateway sent and relayed."""
         model = record.called_model or ""
@@ -191,6 +235,7 @@ def counterfactual_usage(record: RequestRecord, usage: Usage) -> tuple[Usage, Ba
         output_tokens=usage.output_tokens,
         reasoning_tokens=usage.reasoning_tokens,
         estimated=usage.estimated or guess.estimated,
+        tool_uses=usage.tool_uses,  # the request unchanged would have used its tools as much
     )
     return unchanged, guess.basis
 
@@ -206,4 +251,6 @@ def _priced(usage: Usage, cost: Cost | None) -> dict[str, Any]:
         "tier": None if cost is None or cost.tier is None else f"tier{cost.tier}",
         "cost_nanos": cost.total_nanos if cost else 0,
         "estimated": usage.estimated,
+        "tool_uses": uses_text(usage.tool_uses),
+        "tool_cost_nanos": cost.tool_nanos if cost else 0,
     }

@@ -50,6 +50,8 @@ from gateway.responses.pending import Settler
 from gateway.runtime import Runtime
 from gateway.sampling.decide import is_probe
 from gateway.sampling.logprobs import LogprobTally
+from gateway.servertools.allowance import check_allowed
+from gateway.servertools.requested import NO_TOOLS, RequestedTools, chat_tools
 from gateway.shared_objects import chat_references, check_shared
 from gateway.streaming import ChatStreamReader
 from gateway.tokens.counter import TokenCount
@@ -135,13 +137,17 @@ class Pipeline:
             record.stream = body.get("stream") is True
             runtime.serving(model, "chat")  # 404 for an unknown model, 400 for an embedding one: no counting
             check_shared(runtime, record.tenant.name, chat_references(body))
+            tools = chat_tools(body)
+            if tools:
+                tenant = runtime.config.tenants.get(record.tenant.name)
+                check_allowed(tenant, tools, param="web_search_options")
             if runtime.experiments.splits:
                 routed = await self.experiments.route(
                     runtime, record, body, headers_of(request), lambda: body["messages"]
                 )
                 if routed is not None:
                     record.routed_model = model = routed
-            plan = await self.plan(runtime, request, record, hold, body, len(raw), model=model)
+            plan = await self.plan(runtime, request, record, hold, body, len(raw), model=model, tools=tools)
             add_usage = record.stream and not _include_usage(body)
             exchange = await send(
                 self.pool,
@@ -153,6 +159,7 @@ class Pipeline:
                 expect_json=not record.stream,
             )
         await self.note_sent(runtime, record, plan, exchange, body)
+        record.tool_uses = tools.held  # a search model searches once per request; usage does not say so
         if runtime.experiments.shadows:
             self.experiments.watch(runtime, record, body, headers_of(request), CHAT)
             if record.shadow_jobs and not record.stream:
@@ -189,10 +196,11 @@ class Pipeline:
         *,
         model: str | None = None,
         confirm_always: bool = False,
+        tools: RequestedTools = NO_TOOLS,
     ) -> Plan:
         """Steps 3-6: count, decide, admit (the budget hold), transform; the plan lands in the record.
         ``model``: the model to plan for, when a split experiment routed the request to another than the
-        one it asked for."""
+        one it asked for; ``tools``: the server-side tools it offers (their uses are held too)."""
         assert record.tenant is not None and record.requested_model is not None
         model = model or record.requested_model
         caps = {"max_completion_tokens": body.get("max_output_tokens")} if front is RESPONSES else body
@@ -216,7 +224,7 @@ class Pipeline:
                 runtime,
                 record,
                 headers_of(request),
-                lambda: ceiling_nanos(runtime, model, decision, tokens, caps),
+                lambda: ceiling_nanos(runtime, model, decision, tokens, caps, tools),
             )
             if record.new_conversation is not None:  # a split's first turn: its arm is kept from now on
                 self.experiments.admitted(record)

@@ -26,6 +26,10 @@ tokens exceed (strictly: 272,000 is not above 272,000) applies.
   the line cost what a request of exactly that many tokens would (under the lower tiers). Cached tokens
   are the prompt's prefix (prompt caching caches prefixes), so they sit below the line first. Output
   gets the tier's output multiplier when the input exceeded the line, which is when the tier applies.
+
+Server-side tools (``usage.tool_uses``: web searches, file searches, code interpreter containers, images)
+cost their kind's ``per_use`` price each, whatever the tier, in ``Cost.tool_nanos`` (part of the total);
+the kinds used that have no price are in ``Cost.unpriced_tools`` (billed $0, for the caller to report).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from decimal import Decimal
 from fractions import Fraction
 
 from gateway.config import ModelPricing, PriceTier
+from gateway.money import nanos_from_usd
 from gateway.types import Usage
 from gateway.usage import usage_from_openai
 
@@ -45,6 +50,7 @@ __all__ = [
     "nanos_per_token",
     "price",
     "price_at_tier",
+    "tool_nanos",
     "usage_from_openai",
 ]
 
@@ -64,6 +70,10 @@ class Cost:
     """Index into ``ModelPricing.tiers`` of the tier applied, None at the normal price."""
     estimated: bool
     """The usage was counted by the gateway rather than reported by the upstream."""
+    tool_nanos: int = 0
+    """The server-side tools' uses (part of ``total_nanos``)."""
+    unpriced_tools: tuple[str, ...] = ()
+    """Kinds of tools used that the model's ``per_use`` prices do not list (billed nothing)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,24 +162,46 @@ def price_at_tier(
         round(cached_amount),
         round(output_amount),
     )
+    tools, unpriced = tool_nanos(usage.tool_uses, pricing) if usage.tool_uses else (0, ())
     return Cost(
-        total_nanos=input_nanos + cached_nanos + output_nanos,
+        total_nanos=input_nanos + cached_nanos + output_nanos + tools,
         input_nanos=input_nanos,
         cached_input_nanos=cached_nanos,
         output_nanos=output_nanos,
         tier=tier,
         estimated=usage.estimated,
+        tool_nanos=tools,
+        unpriced_tools=unpriced,
     )
 
 
-@functools.lru_cache(maxsize=256)
+def tool_nanos(uses: tuple[tuple[str, int], ...], pricing: ModelPricing) -> tuple[int, tuple[str, ...]]:
+    """What ``uses`` of server-side tools cost at ``pricing``'s ``per_use`` prices, and the kinds used
+    that have no price."""
+    total, unpriced = 0, []
+    for kind, count in uses:
+        if count < 0:
+            raise ValueError(f"usage.tool_uses[{kind}] is negative")
+        price_per_use = pricing.per_use.get(kind)
+        if price_per_use is None:
+            unpriced.append(kind)
+        else:
+            total += count * nanos_from_usd(price_per_use)
+    return total, tuple(unpriced)
+
+
 def _rates(pricing: ModelPricing) -> _Rates:
+    return _token_rates(pricing.input, pricing.cached_input, pricing.output)
+
+
+@functools.lru_cache(maxsize=256)
+def _token_rates(input_price: Decimal, cached_price: Decimal | None, output_price: Decimal) -> _Rates:
     """Nano-dollars per token of each kind (computed once per price list: it is on every request)."""
     return _Rates(
-        input=nanos_per_token(pricing.input),
-        cached=nanos_per_token(pricing.cached_input if pricing.cached_input is not None else pricing.input),
-        output=nanos_per_token(pricing.output),
-        cached_is_input=pricing.cached_input is None,
+        input=nanos_per_token(input_price),
+        cached=nanos_per_token(cached_price if cached_price is not None else input_price),
+        output=nanos_per_token(output_price),
+        cached_is_input=cached_price is None,
     )
 
 

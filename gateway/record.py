@@ -133,6 +133,9 @@ class RequestRecord:
     """What the model answered, kept only for a request with shadow calls to compare it with."""
     offered_tools: bool = False
     """The request offered tools (kept for an experiment's pairs)."""
+    tool_uses: tuple[tuple[str, int], ...] = ()
+    """Server-side tool uses seen in the answer when its usage does not carry them (a stream cut before
+    its usage; a chat request with ``web_search_options``): billed with the usage (``gateway.metering``)."""
 
 
 Observer = Callable[[RequestRecord], None]

@@ -27,3 +27,5 @@ class Usage:
     """Of the uncached input, the tokens the provider wrote to its cache (GPT-5.6 and later bill them)."""
     cache_write_1h_tokens: int = 0
     """Of ``cache_write_tokens``, those written to a one-hour cache (Anthropic's ``ttl: "1h"``)."""
+    tool_uses: tuple[tuple[str, int], ...] = ()
+    """Uses of server-side tools the provider bills per use, by kind, sorted (``gateway.servertools``)."""

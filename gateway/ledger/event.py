@@ -48,11 +48,17 @@ class CostEvent:
     cache_write_tokens: int = 0
     reason: str | None = None
     """Why the cache made the warning band forward or compress the request."""
+    tool_uses: str | None = None
+    """Server-side tool uses billed per use, ``kind=count`` by kind, ``;``-separated and sorted
+    (``web_search=50``); None for none."""
+    tool_cost_nanos: int = 0
+    """What those uses cost (part of ``cost_nanos``)."""
 
     def __post_init__(self) -> None:
         if not self.id or not self.tenant:
             raise ValueError("a cost event needs an id and a tenant")
-        if type(self.cost_nanos) is not int or type(self.counterfactual_nanos) is not int:
+        money = (self.cost_nanos, self.counterfactual_nanos, self.tool_cost_nanos)
+        if any(type(amount) is not int for amount in money):
             raise TypeError("money in a cost event is integer nano-dollars")
 
     @property

@@ -12,7 +12,9 @@ One usage row per cost event, and one credit row per event whose saving is not z
   ``x_SavingUSD``, so that summing ``BilledCost`` or ``EffectiveCost`` over all rows still gives the bill.
 
 ``Tags`` is a JSON object: tenant, action, the context bucket of the input, and the request id; columns
-prefixed ``x_`` are the gateway's own (FOCUS allows custom columns with that prefix).
+prefixed ``x_`` are the gateway's own (FOCUS allows custom columns with that prefix): among them
+``x_ToolUses`` and ``x_ToolCostUSD``, the server-side tool uses (``web_search=50``) and their part of the
+usage row's cost.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ FOCUS_COLUMNS = (
     "InvoiceIssuerName", "ListCost", "PricingCategory", "PricingQuantity", "PricingUnit", "ProviderName",
     "PublisherName", "ResourceId", "ResourceName", "ResourceType", "ServiceCategory", "ServiceName",
     "SkuId", "SubAccountId", "SubAccountName", "Tags", "x_RequestId", "x_ParentId", "x_Action",
-    "x_CounterfactualBasis", "x_Estimated", "x_SavingUSD",
+    "x_CounterfactualBasis", "x_Estimated", "x_SavingUSD", "x_ToolUses", "x_ToolCostUSD",
 )  # fmt: skip
 ACCOUNT = "llm-cost-gateway"
 ZERO = usd(0)
@@ -102,6 +104,8 @@ def focus_rows(event: CostEvent) -> list[tuple[Cell, ...]]:
         "PricingQuantity": tokens,
         "PricingUnit": "Tokens",
         "x_SavingUSD": usd(event.saving_nanos),
+        "x_ToolUses": event.tool_uses,
+        "x_ToolCostUSD": usd(event.tool_cost_nanos),
     }
     rows = [_ordered(usage)]
     if event.saving_nanos:

@@ -44,6 +44,7 @@ EVENT_COLUMNS = (
     "cost_usd", "counterfactual_usd", "saving_usd",
     "estimated", "parent_id", "status", "latency_ms", "stream", "client_request_id",
     "counterfactual_cached_tokens", "counterfactual_basis", "cache_write_tokens", "reason",
+    "tool_uses", "tool_cost_usd",
 )  # fmt: skip
 
 
@@ -55,7 +56,7 @@ def event_values(event: CostEvent) -> tuple[str | int | bool | None, ...]:
         event.reasoning_tokens, event.tier, usd(event.cost_nanos), usd(event.counterfactual_nanos),
         usd(event.saving_nanos), event.estimated, event.parent_id, event.status, event.latency_ms,
         event.stream, event.client_request_id, event.counterfactual_cached_tokens, event.counterfactual_basis,
-        event.cache_write_tokens, event.reason,
+        event.cache_write_tokens, event.reason, event.tool_uses, usd(event.tool_cost_nanos),
     )  # fmt: skip
 
 

@@ -8,6 +8,8 @@ What differs from chat and Responses:
 - the count is an estimate (Claude's tokenizer is not public): near a line it is confirmed with the
   provider's ``count_tokens`` when the provider offers it (``gateway.messages.confirm``);
 - the query string (``?beta=true``) goes upstream with the request;
+- server-side tools (``web_search_*``, ``web_fetch_*``, ...) are checked against the tenant's allowance and
+  held at their ``max_uses`` (``gateway.servertools``);
 - a request sent to another model than the one asked for (a reroute, a fallback) goes without the
   thinking blocks whose signatures only the model asked for can verify, and says so in
   ``x-gateway-thinking-dropped`` (``gateway.messages.thinking``); in the middle of a tool loop, whose
@@ -37,6 +39,8 @@ from gateway.planning import Plan, planned_body
 from gateway.record import notify, notify_soon
 from gateway.responses.calls import with_query
 from gateway.runtime import Route
+from gateway.servertools.allowance import check_allowed
+from gateway.servertools.requested import messages_tools
 from gateway.shared_objects import check_shared
 from gateway.upstream import send
 
@@ -55,6 +59,8 @@ async def create(pipeline: Pipeline, request: Request) -> Response:
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
         body = bodies.parse_object(raw)
         record.requested_model = model = check_messages(body)
+        tools = messages_tools(body, default_uses=runtime.config.limits.held_tool_uses)
+        check_allowed(runtime.config.tenants.get(record.tenant.name), tools)
         record.stream = body.get("stream") is True
         candidates = anthropic_routes(runtime.serving(model, "chat"), model)
         check_shared(runtime, record.tenant.name, messages_references(body))
@@ -70,7 +76,7 @@ async def create(pipeline: Pipeline, request: Request) -> Response:
         always = confirm is not None and candidates[0].provider.confirm_messages_counts == "always"
         plan = await pipeline.plan(
             runtime, request, record, hold, body, len(raw), MESSAGES, None, confirm, model=model,
-            confirm_always=always,
+            confirm_always=always, tools=tools,
         )  # fmt: skip
         decided = plan.decision.model if plan.decision is not None else model
         routes = anthropic_routes(admitted(runtime, plan, model), decided)

@@ -25,6 +25,7 @@ from gateway.experiments.answer import messages_answer
 from gateway.messages.stream import MessagesStreamReader, finish_reason_of
 from gateway.messages.usage import usage_from_anthropic
 from gateway.record import RequestRecord
+from gateway.servertools.reported import most
 from gateway.sse import EventRewriter, json_of
 from gateway.types import Usage
 from gateway.upstream import Exchange
@@ -124,11 +125,16 @@ def relay(
 
 
 def streamed_usage(reader: MessagesStreamReader, count_text: Callable[[str], int]) -> Usage | None:
-    """What a stream reported; cut before its totals, with the output relayed counted (estimated)."""
+    """What a stream reported; cut before its totals, with the output relayed counted (estimated) and
+    the server-side tool uses it opened billed."""
     if reader.usage is None:
         return None
     usage = usage_from_anthropic(reader.usage)
-    if reader.totals or not reader.output_parts:
+    if reader.totals:
+        return usage
+    if reader.block_uses:
+        usage = replace(usage, tool_uses=most(usage.tool_uses, reader.block_uses), estimated=True)
+    if not reader.output_parts:
         return usage
     produced = count_text(reader.output_text)
     return replace(usage, output_tokens=max(usage.output_tokens, produced), estimated=True)

@@ -8,7 +8,8 @@ and the usage), ``message_stop``; or an ``error`` event, which can come after th
 The usage of a ``message_delta`` is **cumulative**: each carries the totals so far, so the last value of
 each field wins and values are never added (adding them double-counts cache reads and output). Fields a
 ``message_delta`` leaves out (or sends as null) keep their ``message_start`` value. Time to first token is
-taken at the first ``content_block_delta`` (text, tool input, thinking).
+taken at the first ``content_block_delta`` (text, tool input, thinking). The ``server_tool_use`` blocks
+opened are counted by tool (``block_uses``): what a stream cut before its totals is billed for them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from gateway.servertools.kinds import NO_USES, ToolUses, tool_uses
+from gateway.servertools.reported import block_uses
 from gateway.sse import EventSplitter, events, json_of
 
 STOP_REASONS = {
@@ -71,6 +74,8 @@ class MessagesStreamReader:
         self.totals = False
         """A ``message_delta`` brought the usage's totals (before it, output is ``message_start``'s 1)."""
         self.output_parts: list[str] = []
+        self.block_uses: ToolUses = NO_USES
+        """The billed server-side tool uses among the blocks opened so far."""
         self._splitter = EventSplitter()
 
     def feed(self, chunk: bytes) -> None:
@@ -95,10 +100,8 @@ class MessagesStreamReader:
             self._delta(data.get("delta"))
             if self.collect:
                 self._grow(data)
-        elif kind == "content_block_start" and self.collect:
-            block, index = data.get("content_block"), data.get("index")
-            if isinstance(block, dict) and type(index) is int:
-                self.blocks[index] = dict(block)
+        elif kind == "content_block_start":
+            self._open(data.get("content_block"), data.get("index"))
         elif kind == "message_start":
             message = data.get("message")
             if isinstance(message, dict):
@@ -118,6 +121,14 @@ class MessagesStreamReader:
         elif kind == "error":
             error = data.get("error")
             self.error = error if isinstance(error, dict) else {"type": "api_error"}
+
+    def _open(self, block: object, index: object) -> None:
+        if not isinstance(block, dict):
+            return
+        if block.get("type") == "server_tool_use":
+            self.block_uses = tool_uses((*self.block_uses, *block_uses([block])))
+        if self.collect and type(index) is int:
+            self.blocks[index] = dict(block)
 
     def _grow(self, data: dict[str, Any]) -> None:
         block, delta = self.blocks.get(data.get("index")), data.get("delta")  # type: ignore[arg-type]

@@ -13,8 +13,9 @@ counts every prompt token in ``input_tokens`` (OpenAI's way), so:
 
 The split by TTL is taken from ``cache_creation`` when present; a write total without it is all
 5-minute writes. When the split adds up to more than the total (a provider reporting only the split),
-the split wins. Missing, negative or non-integer fields count 0. Server-tool usage (web searches) is
-billed per call by Anthropic, not per token, and is not part of ``Usage``.
+the split wins. Missing, negative or non-integer fields count 0. Server-tool uses (``server_tool_use``:
+``web_search_requests``, ``web_fetch_requests``), billed per use, are ``tool_uses``
+(``gateway.servertools.reported``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.servertools.reported import anthropic_uses
 from gateway.types import Usage
 
 
@@ -42,6 +44,7 @@ def usage_from_anthropic(usage: Mapping[str, Any]) -> Usage:
         output_tokens=_int(usage.get("output_tokens")),
         cache_write_tokens=written,
         cache_write_1h_tokens=min(hour, written),
+        tool_uses=anthropic_uses(usage),
     )
 
 

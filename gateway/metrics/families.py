@@ -14,6 +14,9 @@ gateway_savings_usd_total                  counter    model                     
                                                                                   unchanged
 gateway_savings_cost_usd_total             counter    model                       spent to save (side
                                                                                   calls, costlier requests)
+gateway_tool_uses_total                    counter    model kind priced           server-side tool uses
+                                                                                  billed per use (priced:
+                                                                                  false, billed $0)
 gateway_upstream_retries_total             counter    model                       retries and fallbacks
 gateway_experiment_redis_errors_total      counter    experiment operation kind   Redis errors of
                                                                                   experiments (kind:
@@ -59,6 +62,7 @@ class Families:
     cost: Counter
     savings: Counter
     savings_cost: Counter
+    tool_uses: Counter
     retries: Counter
     experiment_redis_errors: Counter
     token_counts: Counter
@@ -99,6 +103,11 @@ def build_families(registry: CollectorRegistry | None) -> Families:
             "gateway_savings_cost_usd",
             "USD spent to save: side calls, and requests that cost more than forwarding them unchanged",
             ("model",),
+        ),
+        tool_uses=counter(
+            "gateway_tool_uses",
+            "Server-side tool uses the provider bills per use (priced=false: the model has no price)",
+            ("model", "kind", "priced"),
         ),
         retries=counter("gateway_upstream_retries", "Upstream attempts beyond the first", ("model",)),
         experiment_redis_errors=counter(

@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gateway.config import GatewayConfig
+from gateway.config import GatewayConfig, ModelConfig
 from gateway.count_limit import COUNT_ENDPOINTS
 from gateway.ledger import CostEvent
 from gateway.metrics.families import Families
 from gateway.money import NANOS_PER_USD
 from gateway.record import RequestRecord
+from gateway.servertools.kinds import parse_uses_text
 
 OTHER = "other"
 """The model label of names that are not in the config: clients choose them, so they are not labels."""
@@ -52,7 +53,7 @@ class RequestMetrics:
         """A ``LedgerRecorder`` sink: the tokens, cost and saving of one priced upstream call."""
         self._count(event, kind, self._config().models)
 
-    def _count(self, event: CostEvent, kind: str, models: Mapping[str, object]) -> None:
+    def _count(self, event: CostEvent, kind: str, models: Mapping[str, ModelConfig]) -> None:
         f = self.families
         model = _label(event.model, models)
         if event.input_tokens:
@@ -63,11 +64,19 @@ class RequestMetrics:
             self._child(f.output_tokens, model).inc(event.output_tokens)
         if event.cost_nanos:
             self._child(f.cost, model, kind).inc(event.cost_nanos / NANOS_PER_USD)
+        if event.tool_uses:
+            self._count_tools(event, model, models.get(event.model))
         saving = event.saving_nanos
         if saving > 0:
             self._child(f.savings, _label(event.requested_model, models)).inc(saving / NANOS_PER_USD)
         elif saving < 0:
             self._child(f.savings_cost, _label(event.requested_model, models)).inc(-saving / NANOS_PER_USD)
+
+    def _count_tools(self, event: CostEvent, model: str, config: ModelConfig | None) -> None:
+        prices = config.pricing.per_use if config is not None and config.pricing is not None else {}
+        for tool, count in parse_uses_text(event.tool_uses):
+            priced = "true" if tool in prices else "false"
+            self._child(self.families.tool_uses, model, tool, priced).inc(count)
 
     def _child(self, family: Any, *labels: str) -> Any:
         """``family.labels(*labels)``, looked up once per distinct label set (that lookup validates and

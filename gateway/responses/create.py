@@ -21,6 +21,8 @@ from gateway.responses.confirm import confirmer
 from gateway.responses.front import RESPONSES, check_responses
 from gateway.responses.memory import remembering
 from gateway.responses.ownership import check_references
+from gateway.servertools.allowance import check_allowed
+from gateway.servertools.requested import responses_tools
 from gateway.upstream import send
 
 if TYPE_CHECKING:
@@ -36,6 +38,8 @@ async def create(pipeline: Pipeline, request: Request) -> Response:
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
         body = bodies.parse_object(raw)
         record.requested_model = model = check_responses(body)
+        tools = responses_tools(body, default_uses=runtime.config.limits.held_tool_uses)
+        check_allowed(runtime.config.tenants.get(tenant.name), tools)
         record.stream = body.get("stream") is True
         candidates = runtime.serving(model, "chat")
         previous = body.get("previous_response_id")
@@ -56,8 +60,9 @@ async def create(pipeline: Pipeline, request: Request) -> Response:
         counted_by = route_for_chain(candidates, remembered) if stored else candidates[0]
         confirm = confirmer(pipeline.pool, counted_by, body, headers_of(request))
         plan = await pipeline.plan(
-            runtime, request, record, hold, body, len(raw), RESPONSES, stored, confirm, model=model
-        )
+            runtime, request, record, hold, body, len(raw), RESPONSES, stored, confirm, model=model,
+            tools=tools,
+        )  # fmt: skip
         routes = admitted(runtime, plan, model)
         if stored is not None:
             provider = remembered.provider if remembered else candidates[0].provider_name

@@ -34,6 +34,7 @@ from gateway.reload import ConfigStore
 from gateway.responses.calls import route_for_id
 from gateway.responses.memory import Remembered, ResponseMemory
 from gateway.responses.stream import finish_reason_of
+from gateway.servertools.reported import response_uses
 from gateway.types import Tenant
 from gateway.upstream import UpstreamPool, send
 from gateway.usage import usage_from_openai
@@ -77,6 +78,7 @@ def settlement(tenant: str, remembered: Remembered, response: Mapping[str, Any] 
         record.counterfactual = CounterfactualCache(int(tokens), Basis(basis))
     if response is not None:
         record.usage = usage_from_openai(response.get("usage"))
+        record.tool_uses = response_uses(response)
         record.finish_reason = finish_reason_of(response)
     return record
 

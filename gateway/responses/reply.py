@@ -22,6 +22,7 @@ from gateway.experiments.answer import answer_of
 from gateway.record import RequestRecord
 from gateway.responses.memory import Remember
 from gateway.responses.stream import ResponsesStreamReader, finish_reason_of
+from gateway.servertools.reported import response_uses
 from gateway.sse import EventRewriter
 from gateway.upstream import Exchange
 from gateway.usage import usage_from_openai
@@ -37,6 +38,7 @@ async def complete(record: RequestRecord, exchange: Exchange, *, remember: Remem
         data = json_object(upstream.content)
     if data is not None:
         record.usage = usage_from_openai(data.get("usage"))
+        record.tool_uses = response_uses(data)
         record.finish_reason = finish_reason_of(data)
         record.output_text_chars = sum(len(text) for text in _output_texts(data))
         if isinstance(data.get("id"), str) and upstream.status_code < 300:
@@ -72,6 +74,7 @@ def relay(
             record.error_type = "upstream_stream_broken"
         finally:
             await replies.close_stream(record, exchange, reader, finished=finished)
+            record.tool_uses = reader.tool_uses
             if not reader.final and reader.response_id is not None:
                 with anyio.CancelScope(shield=True):
                     await remember(reader.response_id, reader.response)

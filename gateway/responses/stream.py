@@ -4,7 +4,8 @@ Events are ``event: <type>`` / ``data: <json>`` blocks; there is no ``[DONE]``. 
 with ``response.created``; time to first token is taken at the first output delta (text, refusal,
 function call arguments, reasoning: any ``response.*.delta``); usage, status and the reason a response
 stopped come with the final event, ``response.completed``, ``response.incomplete`` or
-``response.failed``.
+``response.failed``. Server-side tool calls billed per use are counted from the output items as they end
+(``response.output_item.done``) and from the final event's response, whichever says more.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.servertools.kinds import ToolUses
+from gateway.servertools.reported import BILLED_ITEMS, item_uses, most, response_uses
 from gateway.sse import EventSplitter, events, json_of
 
 FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
@@ -52,6 +55,7 @@ class ResponsesStreamReader:
         self.response: dict[str, Any] | None = None
         """The response object of the last event that carried one (the final event's at the end)."""
         self.output_parts: list[str] = []
+        self._tool_items: list[dict[str, Any]] = []
         self._splitter = EventSplitter()
 
     def feed(self, chunk: bytes) -> None:
@@ -67,6 +71,11 @@ class ResponsesStreamReader:
     def output_text(self) -> str:
         return "".join(self.output_parts)
 
+    @property
+    def tool_uses(self) -> ToolUses:
+        """The billed server-side tool uses seen: in the items that ended, and in the last response."""
+        return most(item_uses(self._tool_items), response_uses(self.response))
+
     def _read(self, event: bytes) -> None:
         data = json_of(event)
         if data is None:
@@ -79,6 +88,11 @@ class ResponsesStreamReader:
                 self.first_token_seconds = time.perf_counter() - self.started
             if kind in TEXT_DELTAS and isinstance(data.get("delta"), str):
                 self.output_parts.append(data["delta"])
+            return
+        if kind == "response.output_item.done":
+            item = data.get("item")
+            if isinstance(item, dict) and item.get("type") in BILLED_ITEMS:
+                self._tool_items.append(item)
             return
         response = data.get("response")
         if not isinstance(response, dict):

@@ -28,6 +28,7 @@ def test_usage_adds_cache_reads_and_writes_to_the_input() -> None:
         output_tokens=640,
         cache_write_tokens=3_000,
         cache_write_1h_tokens=1_000,
+        tool_uses=(("web_search", 1),),  # billed per search, on top of the tokens
     )
 
 

@@ -12,6 +12,9 @@ and the answers it gives, for end-to-end tests, benchmarks and unit tests.
 - the reply: a ``thinking`` block first when ``thinking`` is enabled (signed: ``signature_for``); then
   "The tool said: ..." after a ``tool_result``; a ``tool_use`` of the first tool when the request has
   tools; else "echo: <the last user text>". ``max_tokens`` caps it (``stop_reason: max_tokens``);
+- a ``web_search_*`` tool makes the reply search first, ``max_uses`` times (else once): a
+  ``server_tool_use`` and a ``web_search_tool_result`` block per search, and
+  ``usage.server_tool_use.web_search_requests`` (a stream reports it in ``message_delta`` only);
 - usage from the explicit cache (``tests.mock.anthropic_cache``): reads and writes per ``cache_control``
   breakpoint; tokens are o200k counts times ``anthropic_count_factor`` (``_control``, default 1.1);
 - every request is recorded (``GET /_requests``) with the status it was answered;
@@ -50,6 +53,8 @@ ERROR_TYPES = {
     500: "api_error",
     529: "overloaded_error",
 }
+SERVER_TOOLS = ("web_search_", "web_fetch_", "code_execution_")
+"""Tool types the API runs itself: the reply never calls them as a client's tool."""
 COUNT_FIELDS = frozenset({"model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers"})
 
 
@@ -214,7 +219,14 @@ def answer_blocks(body: dict[str, Any], number: int) -> tuple[list[dict[str, Any
     answered = isinstance(content, list) and any(
         isinstance(block, dict) and block.get("type") == "tool_result" for block in content
     )
-    tools = [tool for tool in body.get("tools") or [] if isinstance(tool, dict) and "name" in tool]
+    tools = [
+        tool
+        for tool in body.get("tools") or []
+        if isinstance(tool, dict)
+        and "name" in tool
+        and not str(tool.get("type", "")).startswith(SERVER_TOOLS)
+    ]
+    blocks.extend(search_blocks(body, number))
     choice = body.get("tool_choice")
     if answered:
         blocks.append({"type": "text", "text": f"The tool said: {_text_of(content)[:80]}"})
@@ -231,10 +243,36 @@ def answer_blocks(body: dict[str, Any], number: int) -> tuple[list[dict[str, Any
     return blocks, "end_turn"
 
 
+def searches(body: dict[str, Any]) -> int:
+    """How many web searches the reply makes: the ``web_search_*`` tool's ``max_uses``, else one."""
+    for tool in body.get("tools") or []:
+        if isinstance(tool, dict) and str(tool.get("type", "")).startswith("web_search_"):
+            uses = tool.get("max_uses")
+            return uses if isinstance(uses, int) and uses > 0 else 1
+    return 0
+
+
+def search_blocks(body: dict[str, Any], number: int) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for search in range(searches(body)):
+        use_id = f"srvtoolu_mock_{number}_{search}"
+        query = {"query": f"search {search}"}
+        blocks.append({"type": "server_tool_use", "id": use_id, "name": "web_search", "input": query})
+        result = {"type": "web_search_result", "url": f"https://example.test/{search}", "title": "Result",
+                  "encrypted_content": "opaque", "page_age": None}  # fmt: skip
+        blocks.append({"type": "web_search_tool_result", "tool_use_id": use_id, "content": [result]})
+    return blocks
+
+
 def output_tokens(blocks: list[dict[str, Any]]) -> int:
     size = sum(len(block.get("text", "")) + len(block.get("thinking", "")) for block in blocks)
     size += sum(len(orjson.dumps(block["input"])) for block in blocks if block["type"] == "tool_use")
     return max(1, size // 4)
+
+
+def _server_tool_use(body: dict[str, Any]) -> dict[str, Any]:
+    made = searches(body)
+    return {"server_tool_use": {"web_search_requests": made, "web_fetch_requests": 0}} if made else {}
 
 
 def message(body: dict[str, Any], number: int, usage: dict[str, Any]) -> dict[str, Any]:
@@ -257,6 +295,7 @@ def message(body: dict[str, Any], number: int, usage: dict[str, Any]) -> dict[st
         "usage": {
             **usage,
             "output_tokens": min(output_tokens(blocks), cap if isinstance(cap, int) else 10**9),
+            **_server_tool_use(body),
         },
     }
 
@@ -264,7 +303,10 @@ def message(body: dict[str, Any], number: int, usage: dict[str, Any]) -> dict[st
 def message_events(reply: dict[str, Any], *, pieces: int = 8) -> Iterator[dict[str, Any]]:
     """The events of a streamed reply: ``message_delta`` carries the cumulative usage, as the API sends it."""
     usage = reply["usage"]
-    opening = {**reply, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
+    opening_usage = {**usage, "output_tokens": 1}
+    if "server_tool_use" in usage:  # counted by the end: message_start says none yet
+        opening_usage["server_tool_use"] = {name: 0 for name in usage["server_tool_use"]}
+    opening = {**reply, "content": [], "stop_reason": None, "usage": opening_usage}
     yield {"type": "message_start", "message": opening}
     for index, block in enumerate(reply["content"]):
         kind = block["type"]
@@ -277,6 +319,8 @@ def message_events(reply: dict[str, Any], *, pieces: int = 8) -> Iterator[dict[s
                 {"type": "thinking_delta", "thinking": part} for part in _pieces(block["thinking"], pieces)
             ]
             deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        elif "input" not in block:  # a tool's result: whole in its start
+            start, deltas = block, []
         else:
             start = {**block, "input": {}}
             deltas = [{"type": "input_json_delta", "partial_json": orjson.dumps(block["input"]).decode()}]

@@ -4,6 +4,10 @@
 - it is a ``function_call_output``: "The tool said: <output>";
 - otherwise "echo: <text of the last message>".
 
+Server-side tools run before the answer: a ``web_search`` / ``web_search_preview`` tool gives
+``max_tool_calls`` (else one) ``web_search_call`` items, ``file_search`` one ``file_search_call``,
+``code_interpreter`` one ``code_interpreter_call`` in container ``cntr_mock``.
+
 A request with ``reasoning`` set gets a reasoning item first, whose ``encrypted_content`` is opaque
 (and whose summary is empty), as OpenAI's reasoning models send with
 ``include: ["reasoning.encrypted_content"]``. Usage sits in the response (and in ``response.completed``
@@ -49,6 +53,7 @@ def _output_items(body: dict[str, Any], number: int) -> list[dict[str, Any]]:
         items.append(
             {"id": f"rs_mock_{number}", "type": "reasoning", "summary": [], "encrypted_content": ENCRYPTED}
         )
+    items.extend(_server_tool_items(body, number))
     last = _last(body)
     tools = [tool for tool in body.get("tools") or [] if tool.get("type") == "function"]
     if tools and last.get("role") == "user":
@@ -76,6 +81,24 @@ def _output_items(body: dict[str, Any], number: int) -> list[dict[str, Any]]:
             "content": [{"type": "output_text", "text": text, "annotations": []}],
         }
     )
+    return items
+
+
+def _server_tool_items(body: dict[str, Any], number: int) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    types = [str(tool.get("type")) for tool in body.get("tools") or [] if isinstance(tool, dict)]
+    if any(kind.startswith("web_search") for kind in types):
+        calls = body.get("max_tool_calls")
+        for call in range(calls if isinstance(calls, int) and calls > 0 else 1):
+            action = {"type": "search", "query": f"search {call}"}
+            items.append({"id": f"ws_mock_{number}_{call}", "type": "web_search_call", "status": "completed",
+                          "action": action})  # fmt: skip
+    if "file_search" in types:
+        items.append({"id": f"fs_mock_{number}", "type": "file_search_call", "status": "completed",
+                      "queries": ["what"], "results": None})  # fmt: skip
+    if "code_interpreter" in types:
+        items.append({"id": f"ci_mock_{number}", "type": "code_interpreter_call", "status": "completed",
+                      "code": "print(1)", "container_id": "cntr_mock", "outputs": None})  # fmt: skip
     return items
 
 
@@ -194,11 +217,12 @@ def response_events(response: dict[str, Any], *, pieces: int = 8) -> Iterator[di
                 "arguments": item["arguments"],
             }
         else:
+            opened = {**item, "encrypted_content": None} if item["type"] == "reasoning" else item
             yield {
                 "type": "response.output_item.added",
                 "sequence_number": next(sequence),
                 "output_index": index,
-                "item": {**item, "encrypted_content": None},
+                "item": opened,
             }
         yield {
             "type": "response.output_item.done",
