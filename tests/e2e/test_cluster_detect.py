@@ -18,9 +18,10 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+import redis
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
-from redis.cluster import key_slot
+from redis.crc import key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from gateway.ledger import CostEvent, LedgerKeys, LedgerReader, Period
@@ -384,6 +385,42 @@ def test_serve_starts_without_redis_and_is_ready_once_it_answers(tmp_path: Path,
         with EmbeddedRedis(tmp_path / "redis", port=port, persist=False):
             ready = readiness_until(url, 200)
             assert ready["checks"]["redis_mode"] == "ok"
+
+
+@contextmanager
+def one_node_cluster(directory: Path, port: int) -> Iterator[EmbeddedRedis]:
+    """A cluster of one master holding every slot: enough for a node to say ``cluster_enabled:1``."""
+    with EmbeddedRedis(directory, port=port, persist=False, cluster=True) as node:
+        client = redis.Redis(port=port)
+        try:
+            client.execute_command("CLUSTER", "ADDSLOTS", *range(16384))
+            deadline = time.monotonic() + 30
+            while client.cluster("info")["cluster_state"] != "ok":
+                assert time.monotonic() < deadline, "the one-node cluster never reached cluster_state:ok"
+                time.sleep(0.1)
+        finally:
+            client.close()
+        yield node
+
+
+def test_serve_that_guessed_standalone_for_a_cluster_node_stops_and_starts_right(
+    tmp_path: Path, mock_url: str
+) -> None:
+    port = free_cluster_port()
+    config = mock_config(mock_url, keys_of(["guess"]))
+    env = {"GATEWAY_REDIS_URL": f"redis://127.0.0.1:{port}/0", "GATEWAY_LOG_FORMAT": "json"}
+    with serve(tmp_path / "first", config, **env) as (process, url):
+        assert readiness_until(url, 503)["checks"]["redis_mode"].startswith("unverified")
+        with one_node_cluster(tmp_path / "node", port):
+            assert process.wait(60) == 0  # stopped itself, for its supervisor to start it again
+            wrong = [
+                orjson.loads(line)
+                for line in (tmp_path / "first" / "gateway.log").read_bytes().splitlines()
+                if b'"redis_mode_wrong"' in line
+            ]
+            assert len(wrong) == 1 and "is a cluster node" in wrong[0]["reason"]
+            with serve(tmp_path / "again", config, **env) as (_, again):
+                assert readiness_until(again, 200)["checks"]["redis_mode"] == "ok"
 
 
 def test_readyz_fails_while_the_ledger_cannot_write_and_recovers(tmp_path: Path, mock_url: str) -> None:
