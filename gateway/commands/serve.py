@@ -4,7 +4,9 @@ HTTP is ``gateway.server_protocol``: uvicorn's httptools protocol with limits on
 count) and timeouts for heads and bodies that stop arriving; idle keep-alive is uvicorn's own timeout.
 
 Every option is also an environment variable (``GATEWAY_<OPTION>``). Without a Redis URL an embedded Redis
-server is started here, in the serving process, so that all workers share it; it stops last, on exit.
+server is started here, in the serving process, so that all workers share it; it stops last, on exit. With
+one, its node is asked here, before any worker starts, whether it is a Redis Cluster node: a mode
+``--redis-cluster``/``--no-redis-cluster`` forces that the node contradicts ends the command (exit status 2).
 
 Metrics: ``PROMETHEUS_MULTIPROC_DIR`` is set to a fresh ``<data dir>/metrics`` before any worker starts, so
 every worker writes its metrics there and a scrape of any of them shows the sum over all.
