@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import os
+import signal
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 
 import anyio
@@ -37,18 +39,24 @@ def create_app(
     *,
     client_factory: ClientFactory | None = None,
     counter: TokenCounter | None = None,
+    restart: Callable[[], None] | None = None,
 ) -> FastAPI:
     """Build the app. ``client_factory`` makes each provider's httpx client (tests pass a mock transport);
-    ``counter`` lends already loaded vocabularies (tests share one)."""
+    ``counter`` lends already loaded vocabularies (tests share one); ``restart`` stops the process for its
+    supervisor to start again, when the Redis client opened at start proves of the wrong kind for the node
+    (``gateway.redismode``)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            state = await open_gateway(stack, settings, client_factory=client_factory, counter=counter)
+            state = await open_gateway(
+                stack, settings, client_factory=client_factory, counter=counter, restart=restart
+            )
             app.state.gateway = state
             task_group = await stack.enter_async_context(anyio.create_task_group())
             task_group.start_soon(state.store.watch, settings.reload_interval)
             task_group.start_soon(state.pipeline.settler.run)
+            task_group.start_soon(state.mode.run)
             stack.callback(task_group.cancel_scope.cancel)
             log.info("gateway_started", config=str(settings.config), models=len(state.store.current.routes))
             yield
@@ -118,4 +126,10 @@ def create_app_from_env() -> FastAPI:
     """The factory ``gateway serve`` hands to uvicorn: settings from the environment (GATEWAY_*)."""
     settings = Settings()
     configure_logging(settings.log_level, settings.log_format)
-    return create_app(settings)
+    return create_app(settings, restart=stop_this_process)
+
+
+def stop_this_process() -> None:
+    """SIGTERM to this process: uvicorn shuts it down gracefully (the ledger drains, else spools), and its
+    supervisor (uvicorn's for a worker; Kubernetes, compose or systemd for the server) starts it again."""
+    os.kill(os.getpid(), signal.SIGTERM)

@@ -9,15 +9,11 @@ before any of this runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from functools import partial
 
-import redis.asyncio as aioredis
 import structlog
-from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
 
 from gateway.background import Background
 from gateway.config import GatewayConfig
@@ -28,6 +24,10 @@ from gateway.logs import RequestLog
 from gateway.metering import LedgerRecorder
 from gateway.metrics import GatewayMetrics, RequestMetrics, StateReading
 from gateway.pipeline import Pipeline
+from gateway.readiness import Readiness
+from gateway.redisconnect import RedisModeError, open_redis
+from gateway.redisconnect import redis_client as redis_client  # its home before gateway.redisconnect
+from gateway.redismode import ModeWatch
 from gateway.redisserver import EmbeddedRedis, embedded_redis_dir
 from gateway.reload import ConfigStore
 from gateway.responses.memory import ResponseMemory
@@ -62,38 +62,6 @@ class LiveConfig:
         return found.budget if found is not None else None
 
 
-def redis_pool(url: str) -> aioredis.BlockingConnectionPool:
-    """Requests wait for a free connection rather than fail when many budget checks run at once. A
-    command that meets a dropped connection (pooled before Redis restarted) is tried once more on a new
-    one, so that the first requests after Redis is back do not fail on connections it closed."""
-    pool: aioredis.BlockingConnectionPool = aioredis.BlockingConnectionPool.from_url(
-        url,
-        max_connections=128,
-        timeout=5,
-        socket_timeout=5,
-        socket_connect_timeout=2,
-        retry=stale_connection_retry(),
-    )
-    return pool
-
-
-def stale_connection_retry() -> Retry:
-    return Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
-
-
-def redis_client(url: str, *, cluster: bool) -> aioredis.Redis:
-    """One client for the whole process: a pooled ``Redis``, or a ``RedisCluster`` that finds the other
-    nodes from the one ``url`` names. Every key the gateway writes carries a hash tag (the tenant, the
-    model) and every script, pipeline and multi-key command stays within one tag, so both behave alike."""
-    if not cluster:
-        return aioredis.Redis(connection_pool=redis_pool(url))
-    client = RedisCluster.from_url(
-        url, max_connections=128, socket_timeout=5, socket_connect_timeout=2, retry=stale_connection_retry()
-    )  # per node; budget checks are capped well below this, and an exhausted node fails fast
-    # The gateway uses the commands both clients share; its parts are typed against ``Redis``.
-    return client  # type: ignore[return-value]
-
-
 def state_reading(ledger: Ledger, samples: SampleWriter, store: ConfigStore) -> StateReading:
     return StateReading(
         ledger_queue=ledger.stats().queued,
@@ -109,6 +77,7 @@ async def open_gateway(
     *,
     client_factory: ClientFactory | None,
     counter: TokenCounter | None,
+    restart: Callable[[], None] | None = None,
 ) -> GatewayState:
     store = ConfigStore(settings.config, counter=counter)
     live = LiveConfig(store)
@@ -118,8 +87,16 @@ async def open_gateway(
         redis_url = embedded.start()
         stack.callback(embedded.stop)
         log.info("embedded_redis_started", url=redis_url)
-    redis = redis_client(redis_url, cluster=settings.redis_cluster)
+    try:
+        connection = await open_redis(redis_url, cluster=settings.redis_cluster, must_reach=False)
+    except RedisModeError as exc:
+        log.error("redis_mode_refused", reason=str(exc))
+        raise
+    redis = connection.client
     stack.push_async_callback(redis.aclose)
+    mode = ModeWatch(redis_url, connection.mode, restart=restart)
+    if mode.problem is not None:
+        log.warning("redis_mode_unverified", reason=mode.problem)
     ledger_config = live.config().ledger
     ledger = Ledger(redis, spool_dir=settings.data_dir / "spool", config=ledger_config)
     await ledger.start()
@@ -181,4 +158,6 @@ async def open_gateway(
         reader=LedgerReader(redis, keys=ledger.keys, budget_of=live.budget_of),
         samples=samples,
         metrics=metrics,
+        mode=mode,
+        readiness=Readiness(redis, ledger, mode),
     )

@@ -6,7 +6,6 @@ import hmac
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-import anyio
 import orjson
 import redis.asyncio as aioredis
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -84,17 +83,10 @@ async def healthz(request: Request) -> Response:
 
 
 async def readyz(request: Request) -> Response:
-    state = state_of(request)
-    checks = {"config": "ok", "redis": "ok"}
-    try:
-        with anyio.fail_after(1.0):
-            await state.redis.ping()
-    except Exception as exc:  # any failure to answer means not ready; the reason is reported
-        checks["redis"] = f"unreachable: {type(exc).__name__}"
-    ready = all(value == "ok" for value in checks.values())
-    return json_response(
-        {"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503
-    )
+    """Ready while the config is loaded and cost events can be written (``gateway.readiness``)."""
+    verdict = await state_of(request).readiness.verdict()
+    body = {"status": "ready" if verdict.ready else "not ready", "checks": verdict.checks}
+    return json_response(body, 200 if verdict.ready else 503)
 
 
 async def require_admin(request: Request) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_CONFIG_PATH = Path("deploy/gateway.example.yaml")
@@ -20,8 +20,12 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         default=None, description="Redis URL; unset starts an embedded Redis server in the data directory"
     )
-    redis_cluster: bool = Field(
-        default=False, description="redis_url names a node of a Redis Cluster (the client finds the others)"
+    redis_cluster: bool | None = Field(
+        default=None,
+        description=(
+            "redis_url names a node of a Redis Cluster (the client finds the others): true or false forces "
+            "the mode (a node of the other kind is refused), unset or `auto` asks the node (INFO cluster)"
+        ),
     )
     admin_key: str | None = Field(default=None, description="key for /admin/* routes; unset disables them")
     metrics_key: str | None = Field(default=None, description="key for GET /metrics; unset leaves it open")
@@ -57,6 +61,13 @@ class Settings(BaseSettings):
             "unset: metrics are kept in the process"
         ),
     )
+
+    @field_validator("redis_cluster", mode="before")
+    @classmethod
+    def _auto_is_unset(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in ("", "auto"):
+            return None
+        return value
 
     @model_validator(mode="after")
     def _cluster_needs_url(self) -> Settings:

@@ -9,6 +9,8 @@ import redis.asyncio as aioredis
 from gateway.ledger import Ledger, LedgerReader
 from gateway.metrics.exposition import GatewayMetrics
 from gateway.pipeline import Pipeline
+from gateway.readiness import Readiness
+from gateway.redismode import ModeWatch
 from gateway.reload import ConfigStore
 from gateway.sampling.store import SampleWriter
 from gateway.settings import Settings
@@ -26,3 +28,5 @@ class GatewayState:
     reader: LedgerReader
     samples: SampleWriter
     metrics: GatewayMetrics
+    mode: ModeWatch
+    readiness: Readiness

@@ -17,7 +17,7 @@ from typing import IO, Any
 
 import redis.asyncio as aioredis
 
-from gateway.commands.store import CommandError, gateway_config, redis_url, run_command
+from gateway.commands.store import CommandError, gateway_config, open_store, redis_url, run_command
 from gateway.ledger.event import CostEvent
 from gateway.ledger.formats import FORMATS, ExportFormat, counters_row, encode_events, encode_summary
 from gateway.ledger.keys import LedgerKeys
@@ -83,8 +83,7 @@ def _parse_period(args: argparse.Namespace) -> Period:
 async def _open(args: argparse.Namespace) -> tuple[aioredis.Redis, LedgerReader]:
     settings = Settings()
     prefix = key_prefix(args, settings)
-    client = aioredis.Redis.from_url(redis_url(args.redis_url, settings))
-    await client.ping()
+    client = await open_store(redis_url(args.redis_url, settings), settings)
     return client, LedgerReader(client, keys=LedgerKeys(prefix))
 
 

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import redis.asyncio as aioredis
 
 from gateway.commands.store import (
     CommandError,
     gateway_config,
+    open_store,
     redis_url,
     run_command,
     since_of,
@@ -73,7 +73,7 @@ async def _report(args: argparse.Namespace, settings: Settings) -> int:
     since = since_of(args.since, now=now)
     until_ms = int(now * 1000) + 1
     since_ms = min(int(since * 1000), until_ms - 1)
-    client = aioredis.Redis.from_url(redis_url(args.redis_url, settings))
+    client = await open_store(redis_url(args.redis_url, settings), settings)
     try:
         report = await read_report(
             client, name=args.name, setting=setting, since_ms=since_ms, until_ms=until_ms
@@ -96,7 +96,7 @@ async def _report(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _list(args: argparse.Namespace, settings: Settings) -> int:
     setting = _setting(args.config, settings)
-    client = aioredis.Redis.from_url(redis_url(args.redis_url, settings))
+    client = await open_store(redis_url(args.redis_url, settings), settings)
     try:
         listed = await list_experiments(client, setting=setting, now_ms=int(time.time() * 1000))
     finally:

@@ -20,11 +20,11 @@ from typing import Any
 
 import httpx
 import orjson
-import redis.asyncio as aioredis
 
 from gateway.commands.store import (
     CommandError,
     gateway_config,
+    open_store,
     redis_url,
     run_command,
     since_of,
@@ -98,7 +98,7 @@ async def _report(args: argparse.Namespace, settings: Settings) -> int:
     config = sampling_config(args.config, settings)
     now = time.time()
     since = since_of(args.since, now=now)
-    client = aioredis.Redis.from_url(redis_url(args.redis_url, settings))
+    client = await open_store(redis_url(args.redis_url, settings), settings)
     try:
         reader = SampleReader(client, keys=SamplingKeys(config.key_prefix))
         if args.model is None:
@@ -171,7 +171,7 @@ async def _probe(args: argparse.Namespace, settings: Settings) -> int:
         print(f"run {runner.run_id}: {total} probes of {plan.model} through {base_url}", file=sys.stderr)
         results = await runner.run(plan, concurrency=args.concurrency, progress=_progress())
     if store_url is not None:
-        client_redis = aioredis.Redis.from_url(store_url)
+        client_redis = await open_store(store_url, settings)
         try:
             await store_results(
                 client_redis, results, keys=SamplingKeys(config.key_prefix), maxlen=config.probe_maxlen

@@ -4,7 +4,9 @@ HTTP is ``gateway.server_protocol``: uvicorn's httptools protocol with limits on
 count) and timeouts for heads and bodies that stop arriving; idle keep-alive is uvicorn's own timeout.
 
 Every option is also an environment variable (``GATEWAY_<OPTION>``). Without a Redis URL an embedded Redis
-server is started here, in the serving process, so that all workers share it; it stops last, on exit.
+server is started here, in the serving process, so that all workers share it; it stops last, on exit. With
+one, its node is asked here, before any worker starts, whether it is a Redis Cluster node: a mode
+``--redis-cluster``/``--no-redis-cluster`` forces that the node contradicts ends the command (exit status 2).
 
 Metrics: ``PROMETHEUS_MULTIPROC_DIR`` is set to a fresh ``<data dir>/metrics`` before any worker starts, so
 every worker writes its metrics there and a scrape of any of them shows the sum over all.
@@ -17,6 +19,7 @@ Redis, stop the workers, and stop the embedded Redis last. The exit status is 0.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import shutil
 import signal
@@ -30,6 +33,7 @@ from pydantic import ValidationError
 from gateway.config import GatewayConfig
 from gateway.configfile import ConfigError, load_config
 from gateway.logs import configure_logging
+from gateway.redisconnect import RedisModeError, redis_mode, where
 from gateway.redisserver import EmbeddedRedis, embedded_redis_dir
 from gateway.server_protocol import GuardedHttpToolsProtocol
 from gateway.settings import Settings
@@ -68,9 +72,11 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--redis-url", help="Redis URL; unset starts an embedded Redis [GATEWAY_REDIS_URL]")
     parser.add_argument(
         "--redis-cluster",
-        action="store_const",
-        const=True,
-        help="the Redis URL names a node of a Redis Cluster [GATEWAY_REDIS_CLUSTER, false]",
+        action=argparse.BooleanOptionalAction,
+        help=(
+            "the Redis URL names a node of a Redis Cluster (--no-redis-cluster: a standalone server); "
+            "a node of the other kind is refused [GATEWAY_REDIS_CLUSTER, auto: asked of the node]"
+        ),
     )
     parser.add_argument("--admin-key", help="key for /admin/* routes [GATEWAY_ADMIN_KEY]")
     parser.add_argument("--metrics-key", help="key for GET /metrics; unset: open [GATEWAY_METRICS_KEY]")
@@ -144,6 +150,10 @@ def run(args: argparse.Namespace) -> int:
         print(exc)
         return 2
     configure_logging(settings.log_level, settings.log_format)
+    refused = redis_mode_refused(settings)
+    if refused is not None:
+        print(f"gateway serve: {refused}", flush=True)
+        return 2
     announce(settings, config)
     os.environ[MULTIPROC_ENV] = str(fresh_metrics_dir(settings.data_dir))
     embedded = None
@@ -179,6 +189,22 @@ def run(args: argparse.Namespace) -> int:
         if embedded is not None:
             embedded.stop()
     return 0
+
+
+def redis_mode_refused(settings: Settings) -> str | None:
+    """Why the Redis of ``GATEWAY_REDIS_URL`` cannot be used in the mode ``GATEWAY_REDIS_CLUSTER`` forces,
+    asked once here, before any worker: a worker refusing at start would be started again and again. A
+    Redis that does not answer is no reason (each worker asks again; see ``gateway.redismode``)."""
+    if settings.redis_url is None:
+        return None
+    try:
+        mode = asyncio.run(redis_mode(settings.redis_url, cluster=settings.redis_cluster, must_reach=False))
+    except RedisModeError as exc:
+        return str(exc)
+    state = "" if mode.verified else ", assumed: it does not answer yet"
+    kind = "a Redis Cluster" if mode.cluster else "a standalone Redis"
+    print(f"gateway: {kind} at {where(settings.redis_url)}{state}", flush=True)
+    return None
 
 
 def announce(settings: Settings, config: GatewayConfig) -> None:

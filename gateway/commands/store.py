@@ -12,6 +12,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+import redis.asyncio as aioredis
 from redis.asyncio.connection import parse_url
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
@@ -19,6 +20,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.config import GatewayConfig
 from gateway.configfile import ConfigError, load_config
+from gateway.redisconnect import RedisModeError, open_redis
 from gateway.redisserver import embedded_redis_socket
 from gateway.sampling.since import parse_since
 from gateway.settings import Settings
@@ -71,6 +73,17 @@ def redis_url(explicit: str | None, settings: Settings) -> str:
         "set GATEWAY_REDIS_URL (or pass --redis-url) to the URL of the running gateway's Redis; no embedded "
         f"server's socket was found at {socket} (set GATEWAY_DATA_DIR to the gateway's data directory)"
     )
+
+
+async def open_store(url: str, settings: Settings) -> aioredis.Redis:
+    """The client for the gateway's Redis at ``url`` (from ``redis_url``), of the kind its node is: a Redis
+    Cluster node gets a cluster client, unless ``GATEWAY_REDIS_CLUSTER`` forces a mode the node contradicts
+    (then the command ends with the reason). A node that does not answer ends it with ``POINT_AT_REDIS``."""
+    try:
+        connection = await open_redis(url, cluster=settings.redis_cluster, must_reach=True)
+    except RedisModeError as exc:
+        raise CommandError(str(exc)) from exc
+    return connection.client
 
 
 def _checked(url: str, *, source: str) -> str:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import AliasChoices
 
+from gateway.settings import Settings
 from tests.deploy.dockerfile import Dockerfile, parse_dockerfile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -131,6 +133,27 @@ def config_variables(text: str) -> dict[str, str | None]:
 def needed_variables(text: str) -> set[str]:
     """Variables the config cannot do without: no default, or an empty one (an empty key or URL)."""
     return {name for name, default in config_variables(text).items() if not default}
+
+
+def settings_variables() -> set[str]:
+    """The environment variables ``Settings`` reads: ``GATEWAY_<FIELD>``, or a field's own aliases (which
+    take no prefix)."""
+    names = set()
+    for name, field in Settings.model_fields.items():
+        alias = field.validation_alias
+        if isinstance(alias, AliasChoices):
+            names |= {choice.upper() for choice in alias.choices if isinstance(choice, str)}
+        elif isinstance(alias, str):
+            names.add(alias.upper())
+        else:
+            names.add(f"GATEWAY_{name.upper()}")
+    return names
+
+
+def unread_variables(names: Iterable[str], config_text: str) -> set[str]:
+    """Of the environment variables ``names`` a deploy file sets, those the gateway never reads: neither a
+    setting nor a ``${VAR}`` of the config file the container loads."""
+    return set(names) - settings_variables() - set(config_variables(config_text))
 
 
 def config_with_model(text: str, name: str) -> str:

@@ -12,7 +12,15 @@ import pytest
 
 from gateway.cli import build_parser
 from tests.deploy.dockerfile import Dockerfile
-from tests.deploy.manifests import COMPOSE, DEPLOY, DOCKERFILE, EXAMPLE_CONFIG, Resource, needed_variables
+from tests.deploy.manifests import (
+    COMPOSE,
+    DEPLOY,
+    DOCKERFILE,
+    EXAMPLE_CONFIG,
+    Resource,
+    needed_variables,
+    unread_variables,
+)
 
 _DURATION = re.compile(r"(?:(\d+)m)?(?:(\d+)s)?")
 _INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])(.*))?\}")
@@ -114,6 +122,11 @@ def test_compose_passes_every_key_the_config_needs_from_the_host(compose: Resour
     value = compose["services"]["gateway"]["environment"][name]
     match = _INTERPOLATION.fullmatch(value)
     assert match is not None and match.group(1) == name, f"{name} must come from the host: ${{{name}...}}"
+
+
+def test_compose_sets_only_variables_the_gateway_reads(compose: Resource) -> None:
+    names = set(compose["services"]["gateway"]["environment"])
+    assert unread_variables(names, EXAMPLE_CONFIG.read_text(encoding="utf-8")) == set()
 
 
 def test_compose_holds_no_literal_secret(compose: Resource) -> None:

@@ -8,7 +8,7 @@ import tomllib
 
 from tests.deploy.dockerfile import Dockerfile, Instruction
 from tests.deploy.dockerignore import in_context, parse_dockerignore
-from tests.deploy.manifests import ROOT
+from tests.deploy.manifests import EXAMPLE_CONFIG, ROOT, unread_variables
 
 VENV = "/opt/gateway"
 CONFIG_PATH = "/etc/gateway/gateway.yaml"
@@ -162,3 +162,8 @@ def test_dockerfile_copy_sources_exist_and_are_in_the_build_context(dockerfile: 
                 p.relative_to(ROOT).as_posix() for p in path.rglob("*.py") if "__pycache__" not in p.parts
             ]
             assert modules and all(in_context(rules, module) for module in modules), source
+
+
+def test_dockerfile_sets_only_variables_the_gateway_or_python_reads(dockerfile: Dockerfile) -> None:
+    names = set(dockerfile.final.env()) - {"PATH", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"}
+    assert unread_variables(names, EXAMPLE_CONFIG.read_text(encoding="utf-8")) == set()

@@ -17,6 +17,7 @@ from tests.deploy.manifests import (
     needed_variables,
     only,
     selects,
+    unread_variables,
 )
 
 PLACEHOLDER = re.compile(r"<[^<>]+>")
@@ -122,6 +123,23 @@ def test_k8s_every_secret_reference_names_the_secret_template(
         assert reference["name"] == secret_template["metadata"]["name"]
         assert reference["key"] in keys
     assert {reference["key"] for reference in references} == keys, "the template has keys nobody reads"
+
+
+def test_k8s_pods_set_only_variables_the_gateway_reads(
+    configmap: Resource, gateway_container: Resource
+) -> None:
+    """A variable neither the settings nor the config read does nothing: a misspelt or retired name, or a
+    setting that was never wired up, would pass silently."""
+    names = set(env_entries(gateway_container))
+    assert {"GATEWAY_REDIS_URL", "GATEWAY_REDIS_CLUSTER"} <= names
+    assert unread_variables(names, configmap["data"]["gateway.yaml"]) == set()
+
+
+def test_unread_variables_are_caught(configmap: Resource) -> None:
+    misspelt = {"GATEWAY_REDIS_CLUSTERS", "OPENAI_APIKEY", "GATEWAY_METRICS_DIR"}  # the last: read unprefixed
+    assert unread_variables(
+        {*misspelt, "GATEWAY_PORT", "OPENAI_API_KEY"}, configmap["data"]["gateway.yaml"]
+    ) == (misspelt)
 
 
 @pytest.mark.parametrize(

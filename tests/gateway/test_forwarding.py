@@ -231,7 +231,7 @@ def test_health_and_readiness(tmp_path: Path, redis_url: str, router: respx.Rout
         assert client.get("/healthz").json() == {"status": "ok"}
         ready = client.get("/readyz")
     assert ready.status_code == 200
-    assert ready.json()["checks"] == {"config": "ok", "redis": "ok"}
+    assert ready.json()["checks"] == {"config": "ok", "redis": "ok", "ledger": "ok", "redis_mode": "ok"}
 
 
 @pytest.mark.anyio
