@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +30,8 @@ from gateway.ledger.period import day_of
 from gateway.money import usd
 from gateway.redisconnect import RedisMode, RedisModeError, open_redis
 from gateway.redismode import ModeWatch
-from gateway.redisserver import (
-    EmbeddedRedis,
-    EmbeddedRedisError,
-    free_cluster_port,
-    free_port,
-    redis_cli_binary,
-)
+from gateway.redisserver import EmbeddedRedis, free_cluster_port, free_port
+from tests.cluster import redis_cluster
 from tests.e2e.processes import ROOT, wait_until_up
 from tests.e2e.test_shutdown import mock_config
 from tests.factories import write_config
@@ -46,44 +41,13 @@ NODES = 3
 CHAT = {"model": "gpt-5.4", "max_tokens": 5, "messages": [{"role": "user", "content": "Hello there"}]}
 
 
-# --- a three-master cluster, as tests/e2e/test_cluster.py builds one ---------------------------------
-
-
-def create_cluster(ports: list[int]) -> None:
-    addresses = [f"127.0.0.1:{port}" for port in ports]
-    subprocess.run(
-        [redis_cli_binary(), "--cluster", "create", *addresses, "--cluster-yes"],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        states = [
-            subprocess.run(
-                [redis_cli_binary(), "-p", str(port), "cluster", "info"], capture_output=True, timeout=10
-            ).stdout
-            for port in ports
-        ]
-        if all(b"cluster_state:ok" in state for state in states):
-            return
-        time.sleep(0.1)
-    raise RuntimeError("the cluster did not reach cluster_state:ok")
+# --- a three-master cluster (tests.cluster) ------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    try:
-        redis_cli_binary()
-    except EmbeddedRedisError as exc:
-        pytest.skip(f"no Redis binaries to start a cluster with: {exc}")
-    root = tmp_path_factory.mktemp("cluster-detect")
-    ports = [free_cluster_port() for _ in range(NODES)]
-    with ExitStack() as stack:
-        for port in ports:
-            stack.enter_context(EmbeddedRedis(root / str(port), port=port, persist=False, cluster=True))
-        create_cluster(ports)
-        yield f"redis://127.0.0.1:{ports[0]}/0"
+    with redis_cluster(tmp_path_factory.mktemp("cluster-detect"), masters=NODES) as started:
+        yield started.url
 
 
 @pytest.fixture
