@@ -4,7 +4,8 @@ HTTP is ``gateway.server_protocol``: uvicorn's httptools protocol with limits on
 count) and timeouts for heads and bodies that stop arriving; idle keep-alive is uvicorn's own timeout.
 
 Every option is also an environment variable (``GATEWAY_<OPTION>``). Without a Redis URL an embedded Redis
-server is started here, in the serving process, so that all workers share it; it stops last, on exit.
+server is started here, in the serving process, so that all workers share it; it stops last, on exit. A
+server older than the gateway's minimum (``gateway.redisversion``), embedded or named, is refused: exit 2.
 
 Metrics: ``PROMETHEUS_MULTIPROC_DIR`` is set to a fresh ``<data dir>/metrics`` before any worker starts, so
 every worker writes its metrics there and a scrape of any of them shows the sum over all.
@@ -30,7 +31,8 @@ from pydantic import ValidationError
 from gateway.config import GatewayConfig
 from gateway.configfile import ConfigError, load_config
 from gateway.logs import configure_logging
-from gateway.redisserver import EmbeddedRedis, embedded_redis_dir
+from gateway.redisserver import EmbeddedRedis, EmbeddedRedisError, embedded_redis_dir
+from gateway.redisversion import RedisVersionError, check_configured
 from gateway.server_protocol import GuardedHttpToolsProtocol
 from gateway.settings import Settings
 from gateway.startup import startup_notices
@@ -146,15 +148,15 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(settings.log_level, settings.log_format)
     announce(settings, config)
     os.environ[MULTIPROC_ENV] = str(fresh_metrics_dir(settings.data_dir))
-    embedded = None
     # uvicorn re-raises the signal that stopped it once it has shut down; with these handlers that
     # becomes SystemExit here, so the embedded Redis below is stopped last instead of being orphaned.
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _exit_on_signal)
-    if settings.redis_url is None:
-        embedded = EmbeddedRedis(embedded_redis_dir(settings.data_dir))
-        os.environ["GATEWAY_REDIS_URL"] = embedded.start()
-        print(f"gateway: embedded Redis at {embedded.url} (data in {embedded.data_dir})", flush=True)
+    try:
+        embedded = redis_for_workers(settings)
+    except (EmbeddedRedisError, RedisVersionError) as exc:
+        print(f"gateway serve: {exc}", flush=True)
+        return 2
     try:
         uvicorn.run(
             "gateway.app:create_app_from_env",
@@ -179,6 +181,20 @@ def run(args: argparse.Namespace) -> int:
         if embedded is not None:
             embedded.stop()
     return 0
+
+
+def redis_for_workers(settings: Settings) -> EmbeddedRedis | None:
+    """Without a Redis URL: the embedded server, started, its URL exported for the workers. With one: None,
+    once the server there is known not to be too old (or cannot be asked yet)."""
+    if settings.redis_url is not None:
+        version = check_configured(settings.redis_url)
+        if version is None:
+            print("gateway: warning: could not ask Redis for its version; it was not checked", flush=True)
+        return None
+    embedded = EmbeddedRedis(embedded_redis_dir(settings.data_dir))
+    os.environ["GATEWAY_REDIS_URL"] = embedded.start()
+    print(f"gateway: embedded {embedded.version} at {embedded.url} (data in {embedded.data_dir})", flush=True)
+    return embedded
 
 
 def announce(settings: Settings, config: GatewayConfig) -> None:
