@@ -48,7 +48,7 @@ def run(root: Path, *args: str, codes: tuple[int, ...] = (), **env: str) -> tupl
     return done.returncode, calls.read_text().splitlines() if calls.exists() else []
 
 
-def test_the_whole_suite_runs_on_the_system_redis_then_the_redis_tests_on_the_embedded(tmp_path: Path) -> None:
+def test_the_suite_runs_on_the_system_redis_then_the_redis_tests_on_the_embedded(tmp_path: Path) -> None:
     root = checkout(tmp_path, system_redis=True)
     assert run(root, "-q", "tests/x") == (
         0,
