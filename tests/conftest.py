@@ -1,20 +1,41 @@
-"""Shared fixtures: a real Redis server (the configured one if it answers, else an embedded one), and a
-client of one that is down."""
+"""Shared fixtures: a real Redis server (``tests.redis_server`` says which), and a client of one that is
+down. Every test that uses the run's Redis is marked ``redis`` (``bin/test`` runs those again against the
+embedded server)."""
 
 from __future__ import annotations
 
 import os
-import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.redisserver import EmbeddedRedis, free_port
-from tests.redis_db import claim_database
+from gateway.redisserver import EmbeddedRedis, EmbeddedRedisError, free_port
+from tests.redis_db import DatabaseRefused, claim_database
+from tests.redis_server import RedisChoice, redis_choice
+
+REDIS_CHOICE = pytest.StashKey[RedisChoice]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Read once, before any test cleans the environment."""
+    try:
+        config.stash[REDIS_CHOICE] = redis_choice(os.environ)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"redis: {config.stash[REDIS_CHOICE].describe()}"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """``redis`` on every test that uses the run's Redis, directly or through another fixture."""
+    for item in items:
+        if "redis_url" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.redis)
 
 
 @pytest.fixture
@@ -26,45 +47,35 @@ def anyio_backend() -> str:
 def _clean_gateway_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hygiene: no GATEWAY_* setting leaks from the developer's shell into a test."""
     for name in list(os.environ):
-        if name.startswith("GATEWAY_") and name != "GATEWAY_TEST_REDIS_URL":
+        if name.startswith("GATEWAY_"):
             monkeypatch.delenv(name, raising=False)
 
 
-def _answers(url: str) -> bool:
-    parsed = urlparse(url)
-    try:
-        with socket.create_connection(
-            (parsed.hostname or "127.0.0.1", parsed.port or 6379), timeout=0.3
-        ) as s:
-            s.sendall(b"PING\r\n")
-            return s.recv(64).startswith((b"+PONG", b"-NOAUTH"))
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real Redis: GATEWAY_TEST_REDIS_URL or GATEWAY_REDIS_URL or 127.0.0.1:6379, else an embedded one.
-    On a server that answers, the run writes to a database of its own, emptied at the end
-    (``tests.redis_db``); with none free there, it starts an embedded one."""
-    candidates = [
-        os.environ.get("GATEWAY_TEST_REDIS_URL"),
-        os.environ.get("GATEWAY_REDIS_URL"),
-        "redis://127.0.0.1:6379/0",
-    ]
-    for url in candidates:
-        if url and url.startswith("redis://") and _answers(url):
-            claim = claim_database(url)
-            if claim is None:
-                break
-            try:
-                yield claim.url
-            finally:
-                claim.release()
-            return
+def redis_url(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The run's Redis: the database GATEWAY_TEST_REDIS_URL names (taken only when it is empty or the
+    tests', emptied at the end), else a server the run starts (GATEWAY_TEST_REDIS_SERVER) on a free port."""
+    choice = pytestconfig.stash[REDIS_CHOICE]
+    if choice.url is not None:
+        try:
+            claim = claim_database(choice.url)
+        except DatabaseRefused as exc:
+            pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
+        try:
+            yield claim.url
+        finally:
+            claim.release()
+        return
     data_dir: Path = tmp_path_factory.mktemp("redis")
-    with EmbeddedRedis(data_dir, port=free_port(), persist=False) as server:
+    try:
+        server = EmbeddedRedis(data_dir, port=free_port(), persist=False, binary=choice.binary())
+        server.start()
+    except EmbeddedRedisError as exc:
+        pytest.exit(f"the tests' Redis: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+    try:
         yield server.url
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -1,10 +1,11 @@
-"""A Redis database of the test run's own, emptied when the run ends: tests leave nothing behind.
+"""The database a test run was told to use (``GATEWAY_TEST_REDIS_URL``), taken only when it is the tests'.
 
-A run claims the first database from 1 to 15 that is empty, or that holds only what an earlier run of
-these tests left behind (its marker key, no live lease): it takes the lease (``SET NX`` with a TTL, so two
-concurrent runs never share a database), marks the database as the tests', and ``FLUSHDB``s it at the end.
-A database holding anyone else's keys is never touched. A run that crashed leaves its lease to expire;
-the next run then empties that database and takes it.
+The URL must name its database (``redis://host:6379/9``, or ``?db=9``): a run never picks one on a server
+it did not start. It takes the database when it is empty, or holds only what an earlier run of these tests
+left behind (their marker key, no live lease): it takes the lease (``SET`` with a TTL, so two concurrent
+runs never share a database), marks the database as the tests', and ``FLUSHDB``s it at the end. A database
+holding anyone else's keys, or leased by a run still going, is refused with the reason; nothing in it is
+touched. A run that crashed leaves its lease to expire; the next run then empties that database and takes it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import uuid
 from urllib.parse import urlparse, urlunparse
 
 import redis
+from redis.connection import parse_url
 
 MARKER = "gateway-tests:database"
 """Never expires: this database holds only what gateway test runs wrote."""
@@ -20,22 +22,25 @@ MARKER_TEXT = "keys written by the gateway's tests; emptied when their run ends"
 LEASE = "gateway-tests:lease"
 LEASE_SECONDS = 6 * 3600
 """Longer than any run; a crashed run's database is free again after this."""
-DATABASES = range(1, 16)
 
-
+TAKEN, FOREIGN, LEASED = 1, 0, -1
 TAKE = """
 if redis.call('DBSIZE') > 0 and redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
 redis.call('FLUSHDB')
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 redis.call('SET', KEYS[2], ARGV[3])
 return 1
 """
-"""Someone else's keys: no; a live lease: no; else empty it (a crashed run's leftovers) and take it."""
+"""Someone else's keys: 0; a live lease: -1; else empty it (a crashed run's leftovers) and take it: 1."""
 RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('FLUSHDB') return 1 end
 return 0
 """
+
+
+class DatabaseRefused(Exception):
+    """The named database is not the run's to take; the message says why and what to do."""
 
 
 class Claim:
@@ -54,20 +59,50 @@ class Claim:
             client.close()
 
 
-def claim_database(url: str) -> Claim | None:
-    """A claimed database of the server at ``url`` (its URL), or None when none is free."""
+def named_database(url: str) -> int:
+    """The database ``url`` names; ``DatabaseRefused`` when it names none."""
+    database = parse_url(url).get("db")
+    if database is None:
+        raise DatabaseRefused(
+            f"GATEWAY_TEST_REDIS_URL ({redacted(url)}) names no database; name the one the tests may "
+            "use and empty, e.g. redis://127.0.0.1:6379/9 (or unix:///path/redis.sock?db=9)"
+        )
+    return int(database)
+
+
+def claim_database(url: str) -> Claim:
+    """The database ``url`` names, taken for this run; ``DatabaseRefused`` when it is not the tests'."""
+    where = f"GATEWAY_TEST_REDIS_URL: database {named_database(url)} of {redacted(url)}"
     owner = uuid.uuid4().hex
-    for number in DATABASES:
-        candidate = with_database(url, number)
-        client = redis.Redis.from_url(candidate)
-        try:
-            if client.eval(TAKE, 2, LEASE, MARKER, owner, LEASE_SECONDS, MARKER_TEXT):
-                return Claim(candidate, owner)
-        except redis.ResponseError:  # fewer databases configured, or only database 0 (a cluster)
-            return None
-        finally:
-            client.close()
-    return None
+    client = redis.Redis.from_url(url)
+    try:
+        taken = client.eval(TAKE, 2, LEASE, MARKER, owner, LEASE_SECONDS, MARKER_TEXT)
+        keys = client.dbsize()
+    except redis.RedisError as exc:
+        raise DatabaseRefused(f"{where}: cannot claim it: {exc}") from exc
+    finally:
+        client.close()
+    if taken == FOREIGN:
+        raise DatabaseRefused(
+            f"{where} holds {keys} keys that are not the tests' (no {MARKER} key); "
+            "the tests empty the database they use, so name an empty one"
+        )
+    if taken == LEASED:
+        raise DatabaseRefused(
+            f"{where} is in use by another test run ({LEASE} is set; a crashed run's lease "
+            f"expires within {LEASE_SECONDS // 3600} h); name another database"
+        )
+    return Claim(url, owner)
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password, for messages."""
+    parts = urlparse(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunparse(parts._replace(netloc=user + netloc))
 
 
 def with_database(url: str, number: int) -> str:

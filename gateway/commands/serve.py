@@ -7,6 +7,7 @@ Every option is also an environment variable (``GATEWAY_<OPTION>``). Without a R
 server is started here, in the serving process, so that all workers share it; it stops last, on exit. With
 one, its node is asked here, before any worker starts, whether it is a Redis Cluster node: a mode
 ``--redis-cluster``/``--no-redis-cluster`` forces that the node contradicts ends the command (exit status 2).
+A server older than the gateway's minimum (``gateway.redisversion``), embedded or named, is refused: exit 2.
 
 Metrics: ``PROMETHEUS_MULTIPROC_DIR`` is set to a fresh ``<data dir>/metrics`` before any worker starts, so
 every worker writes its metrics there and a scrape of any of them shows the sum over all.
@@ -34,7 +35,8 @@ from gateway.config import GatewayConfig
 from gateway.configfile import ConfigError, load_config
 from gateway.logs import configure_logging
 from gateway.redisconnect import RedisModeError, redis_mode, where
-from gateway.redisserver import EmbeddedRedis, embedded_redis_dir
+from gateway.redisserver import EmbeddedRedis, EmbeddedRedisError, embedded_redis_dir
+from gateway.redisversion import RedisVersionError, check_configured
 from gateway.server_protocol import GuardedHttpToolsProtocol
 from gateway.settings import Settings
 from gateway.startup import startup_notices
@@ -156,15 +158,15 @@ def run(args: argparse.Namespace) -> int:
         return 2
     announce(settings, config)
     os.environ[MULTIPROC_ENV] = str(fresh_metrics_dir(settings.data_dir))
-    embedded = None
     # uvicorn re-raises the signal that stopped it once it has shut down; with these handlers that
     # becomes SystemExit here, so the embedded Redis below is stopped last instead of being orphaned.
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, _exit_on_signal)
-    if settings.redis_url is None:
-        embedded = EmbeddedRedis(embedded_redis_dir(settings.data_dir))
-        os.environ["GATEWAY_REDIS_URL"] = embedded.start()
-        print(f"gateway: embedded Redis at {embedded.url} (data in {embedded.data_dir})", flush=True)
+    try:
+        embedded = redis_for_workers(settings)
+    except (EmbeddedRedisError, RedisVersionError) as exc:
+        print(f"gateway serve: {exc}", flush=True)
+        return 2
     try:
         uvicorn.run(
             "gateway.app:create_app_from_env",
@@ -205,6 +207,18 @@ def redis_mode_refused(settings: Settings) -> str | None:
     kind = "a Redis Cluster" if mode.cluster else "a standalone Redis"
     print(f"gateway: {kind} at {where(settings.redis_url)}{state}", flush=True)
     return None
+def redis_for_workers(settings: Settings) -> EmbeddedRedis | None:
+    """Without a Redis URL: the embedded server, started, its URL exported for the workers. With one: None,
+    once the server there is known not to be too old (or cannot be asked yet)."""
+    if settings.redis_url is not None:
+        version = check_configured(settings.redis_url)
+        if version is None:
+            print("gateway: warning: could not ask Redis for its version; it was not checked", flush=True)
+        return None
+    embedded = EmbeddedRedis(embedded_redis_dir(settings.data_dir))
+    os.environ["GATEWAY_REDIS_URL"] = embedded.start()
+    print(f"gateway: embedded {embedded.version} at {embedded.url} (data in {embedded.data_dir})", flush=True)
+    return embedded
 
 
 def announce(settings: Settings, config: GatewayConfig) -> None:

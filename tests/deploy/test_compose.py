@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 
 from gateway.cli import build_parser
+from gateway.redisversion import MINIMUM, parse_version
 from tests.deploy.dockerfile import Dockerfile
 from tests.deploy.manifests import (
     COMPOSE,
@@ -78,6 +79,14 @@ def test_compose_redis_persists_with_aof_on_a_named_volume(compose: Resource) ->
     assert source in compose["volumes"], "Redis data must live on a named volume"
     assert redis["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
     assert "ports" not in redis, "Redis is for the gateway only"
+
+
+def test_compose_redis_image_meets_the_gateways_minimum_version(compose: Resource) -> None:
+    repository, _, tag = compose["services"]["redis"]["image"].partition(":")
+    assert repository in {"redis", "valkey/valkey"}, repository
+    version = parse_version(tag.split("-")[0])
+    assert len(version) >= 2, f"pin a release of at least major.minor, not {tag!r}"
+    assert version >= MINIMUM if repository == "redis" else version >= (7, 2)
 
 
 def test_compose_gateway_waits_for_a_healthy_redis_and_uses_it(compose: Resource) -> None:
