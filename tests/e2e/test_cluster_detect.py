@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -32,8 +31,8 @@ from gateway.redisconnect import RedisMode, RedisModeError, open_redis
 from gateway.redismode import ModeWatch
 from gateway.redisserver import EmbeddedRedis, free_cluster_port, free_port
 from tests.cluster import redis_cluster
-from tests.e2e.processes import ROOT, wait_until_up
-from tests.e2e.test_shutdown import mock_config
+from tests.e2e.processes import ROOT
+from tests.e2e.test_shutdown import mock_config, serving
 from tests.factories import write_config
 from tests.gateway.test_ledger_event import make_event
 
@@ -261,33 +260,8 @@ def serve(
     directory: Path, config: dict[str, Any], **env: str
 ) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """`gateway serve`, waited for until it answers /healthz (ready or not), stopped with SIGTERM."""
-    directory.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    clean = {name: value for name, value in os.environ.items() if not name.startswith("GATEWAY_")}
-    full_env = {
-        **clean,
-        "GATEWAY_CONFIG": str(write_config(directory / "gateway.yaml", config)),
-        "GATEWAY_PORT": str(port),
-        "GATEWAY_DATA_DIR": str(directory / "data"),
-        **env,
-    }
-    gateway = Path(sys.executable).parent / "gateway"
-    with (directory / "gateway.log").open("wb") as log:
-        process = subprocess.Popen(
-            [str(gateway), "serve"], cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
-        try:
-            wait_until_up(f"http://127.0.0.1:{port}/healthz", process, timeout=90)
-            yield process, f"http://127.0.0.1:{port}"
-        finally:
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
+    with serving(directory, config, wait_for="/healthz", **env) as served:
+        yield served
 
 
 def readiness_until(url: str, wanted: int, *, timeout: float = 60.0) -> dict[str, Any]:

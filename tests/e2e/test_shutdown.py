@@ -31,14 +31,15 @@ PROMPT = "x" * 34  # the mock answers "echo: " + the prompt: 40 characters, 20 p
 
 @contextmanager
 def serving(
-    directory: Path, config: dict[str, Any], **env: str
+    directory: Path, config: dict[str, Any], *, wait_for: str = "/readyz", **env: str
 ) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """`gateway serve` in a process group of its own (so a test can Ctrl-C it as a terminal would),
-    waited for until it is ready, with its own data directory and log in ``directory``."""
+    waited for until ``wait_for`` answers (by default until it is ready), with its own data directory and
+    log in ``directory``; no GATEWAY_* variable of the test's own environment reaches it."""
     directory.mkdir(parents=True, exist_ok=True)
     port = free_port()
     full_env = {
-        **os.environ,
+        **{name: value for name, value in os.environ.items() if not name.startswith("GATEWAY_")},
         "GATEWAY_CONFIG": str(write_config(directory / "gateway.yaml", config)),
         "GATEWAY_PORT": str(port),
         "GATEWAY_DATA_DIR": str(directory / "data"),
@@ -51,7 +52,7 @@ def serving(
             start_new_session=True,
         )  # fmt: skip
         try:
-            wait_until_up(f"http://127.0.0.1:{port}/readyz", process, timeout=90)
+            wait_until_up(f"http://127.0.0.1:{port}{wait_for}", process, timeout=90)
             yield process, f"http://127.0.0.1:{port}"
         finally:
             if process.poll() is None:
