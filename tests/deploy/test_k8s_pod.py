@@ -156,7 +156,7 @@ def models(pod: Pod, key: str) -> httpx.Response:
 def test_k8s_pod_becomes_ready_and_stays_alive(pod: Pod) -> None:
     wait_for(pod.probe_url("readinessProbe"), pod.process, budget=30)
     ready = httpx.get(pod.probe_url("readinessProbe"), timeout=5)
-    assert ready.json()["checks"] == {"config": "ok", "redis": "ok"}
+    assert ready.json()["checks"] == {"config": "ok", "redis": "ok", "ledger": "ok", "redis_mode": "ok"}
     assert httpx.get(pod.probe_url("livenessProbe"), timeout=5).status_code == 200
 
 
