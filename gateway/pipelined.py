@@ -66,8 +66,9 @@ def is_transient(error: BaseException) -> bool:
     """Whether trying the same write again later may succeed."""
     if isinstance(error, TRANSIENT_CLASSES):
         return True
-    if isinstance(error, ResponseError):
-        return str(error).startswith(TRANSIENT_REPLIES)
+    if isinstance(error, ResponseError):  # also inside a script's error: "Error running script … -OOM …"
+        message = str(error)
+        return message.startswith(TRANSIENT_REPLIES) or any(f"-{word} " in message for word in TRANSIENT_REPLIES)
     return isinstance(error, RedisError | OSError | TimeoutError)  # connection lost or refused, timeout
 
 
