@@ -68,7 +68,8 @@ def is_transient(error: BaseException) -> bool:
         return True
     if isinstance(error, ResponseError):  # also inside a script's error: "Error running script … -OOM …"
         message = str(error)
-        return message.startswith(TRANSIENT_REPLIES) or any(f"-{word} " in message for word in TRANSIENT_REPLIES)
+        inside_script = any(f"-{word} " in message for word in TRANSIENT_REPLIES)
+        return message.startswith(TRANSIENT_REPLIES) or inside_script
     return isinstance(error, RedisError | OSError | TimeoutError)  # connection lost or refused, timeout
 
 
