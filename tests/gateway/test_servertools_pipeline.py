@@ -219,12 +219,13 @@ def test_responses_tool_calls_are_billed_from_the_output_items(
     tools = [{"type": "web_search"}, {"type": "file_search", "vector_store_ids": ["vs_1"]},
              {"type": "code_interpreter", "container": {"type": "auto"}}]  # fmt: skip
     body = {"model": "gpt-5.4", "input": "Find it", "tools": tools, "max_tool_calls": 4, "stream": stream}
-    gateway, _ = responses_app(tmp_path, redis_url, gpt(tenant_name))
+    config = gpt(tenant_name, shared_objects=["vector_stores"])  # file_search names a vector store
+    gateway, _ = responses_app(tmp_path, redis_url, config)
     with gateway as client:
         answer = client.post("/v1/responses", json=body)
         answer.read()
+        assert answer.status_code == 200, answer.text
         (event,) = events(client, tenant_name)
-    assert answer.status_code == 200
     assert event["tool_uses"] == "code_interpreter=1;file_search=1;web_search=4"
     assert nanos(event["tool_cost_usd"]) == 30_000_000 + 2_500_000 + 4 * 10_000_000
 
