@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import structlog
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.cluster import ClusterNode, RedisCluster
@@ -25,8 +24,6 @@ from redis.exceptions import RedisClusterException, RedisError
 WAIT_REPLICAS = 1
 """A replica of the node, the one the cluster promotes first (the most up to date), must have the write."""
 WAIT_MS = 500
-
-log = structlog.get_logger("gateway.replication")
 
 
 def nodes_to_confirm(redis: Redis, keys: Iterable[str]) -> list[ClusterNode]:
@@ -61,5 +58,5 @@ async def refresh_topology(redis: Redis) -> None:
     try:
         await redis.initialize()  # a client not used yet learns the slots and the command table
         await redis.nodes_manager.initialize()
-    except (RedisError, RedisClusterException, OSError) as exc:  # the cluster is still failing over
-        log.info("cluster_topology_unavailable", error=str(exc) or type(exc).__name__)
+    except (RedisError, RedisClusterException, OSError):  # still failing over: the next try asks again
+        return

@@ -23,7 +23,7 @@ import structlog
 
 from gateway.ledger.spool import Spool
 
-RETRY_SECONDS = 1.0
+RETRY_SECONDS = 0.25
 BATCH = 200
 
 Write = Callable[[Sequence[tuple[str, str, bytes, int]]], Awaitable[int]]
