@@ -116,3 +116,27 @@ async def test_an_other_tenant_never_recalls_a_response_held_aside(
         await memory.aclose()
         await client.aclose()
     assert (theirs, mine) == (None, VALUE)
+
+
+@pytest.mark.anyio
+async def test_a_response_redis_is_too_busy_to_take_in_time_is_held_then_written(
+    server: EmbeddedRedis, tmp_path: Path, tenant_name: str
+) -> None:
+    """A Redis that takes no write for longer than an answer waits (``CLIENT PAUSE WRITE``, as a machine
+    too busy to serve it would): the value is held, the answer goes, and the write lands once it can."""
+    client = client_of(server)
+    admin = client_of(server)
+    memory = ResponseMemory(client, spool_dir=tmp_path / "spool-responses")
+    memory.start()
+    try:
+        await admin.execute_command("CLIENT", "PAUSE", 3_000, "WRITE")
+        remembered = await memory.remember(tenant_name, "resp_busy_1", VALUE)
+        held = len(memory.unwritten)
+        await until_written(memory)
+        elsewhere = await ResponseMemory(client).recall(tenant_name, "resp_busy_1")
+    finally:
+        await memory.aclose()
+        await admin.aclose()
+        await client.aclose()
+    assert remembered and held == 1
+    assert elsewhere == VALUE
