@@ -13,6 +13,7 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from functools import partial
 
+import redis.asyncio as aioredis
 import structlog
 
 from gateway.background import Background
@@ -71,16 +72,11 @@ def state_reading(ledger: Ledger, samples: SampleWriter, store: ConfigStore) -> 
     )
 
 
-async def open_gateway(
-    stack: AsyncExitStack,
-    settings: Settings,
-    *,
-    client_factory: ClientFactory | None,
-    counter: TokenCounter | None,
-    restart: Callable[[], None] | None = None,
-) -> GatewayState:
-    store = ConfigStore(settings.config, counter=counter)
-    live = LiveConfig(store)
+async def open_process_redis(
+    stack: AsyncExitStack, settings: Settings, *, restart: Callable[[], None] | None
+) -> tuple[aioredis.Redis, ModeWatch]:
+    """The process's Redis client (the embedded server started first when no URL is set), of the kind
+    its node is (``gateway.redisconnect``), and what watches that the kind still fits."""
     redis_url = settings.redis_url
     if redis_url is None:
         embedded = EmbeddedRedis(embedded_redis_dir(settings.data_dir))
@@ -92,11 +88,24 @@ async def open_gateway(
     except RedisModeError as exc:
         log.error("redis_mode_refused", reason=str(exc))
         raise
-    redis = connection.client
-    stack.push_async_callback(redis.aclose)
+    stack.push_async_callback(connection.client.aclose)
     mode = ModeWatch(redis_url, connection.mode, restart=restart)
     if mode.problem is not None:
         log.warning("redis_mode_unverified", reason=mode.problem)
+    return connection.client, mode
+
+
+async def open_gateway(
+    stack: AsyncExitStack,
+    settings: Settings,
+    *,
+    client_factory: ClientFactory | None,
+    counter: TokenCounter | None,
+    restart: Callable[[], None] | None = None,
+) -> GatewayState:
+    store = ConfigStore(settings.config, counter=counter)
+    live = LiveConfig(store)
+    redis, mode = await open_process_redis(stack, settings, restart=restart)
     ledger_config = live.config().ledger
     ledger = Ledger(redis, spool_dir=settings.data_dir / "spool", config=ledger_config)
     await ledger.start()
