@@ -118,8 +118,11 @@ def app(
         yield client, router
 
 
-def events(client: TestClient, tenant: str, count: int) -> list[dict[str, Any]]:
-    """The tenant's cost events, once there are ``count`` (the ledger writes in the background)."""
+def events(
+    client: TestClient, tenant: str, count: int = 1, *, until: str | None = None
+) -> list[dict[str, Any]]:
+    """The tenant's cost events, once there are ``count`` (or one has the id ``until``): the ledger writes
+    in the background."""
     deadline = time.monotonic() + 10
     while True:
         answer = client.get(
@@ -128,8 +131,10 @@ def events(client: TestClient, tenant: str, count: int) -> list[dict[str, Any]]:
             headers={"authorization": f"Bearer {ADMIN_KEY}"},
         )
         found = [orjson.loads(line) for line in answer.text.splitlines() if line.strip()]
-        if len(found) >= count or time.monotonic() > deadline:
+        done = any(e["id"] == until for e in found) if until is not None else len(found) >= count
+        if done or time.monotonic() > deadline:
             return found
+        time.sleep(0.05)
         time.sleep(0.05)
 
 

@@ -6,7 +6,6 @@ sized by ``max_uses``; a tenant's allowance refusing them before any upstream ca
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
@@ -16,10 +15,8 @@ import httpx
 import orjson
 import pytest
 import respx
-from starlette.testclient import TestClient
 
 from tests.factories import (
-    ADMIN_KEY,
     OTHER_KEY,
     TENANT_KEY,
     UPSTREAM,
@@ -28,7 +25,7 @@ from tests.factories import (
     gateway_client,
     make_config,
 )
-from tests.gateway.test_messages_pipeline import ANTHROPIC_HEADERS, Upstream, app, create_body
+from tests.gateway.test_messages_pipeline import ANTHROPIC_HEADERS, Upstream, app, create_body, events
 from tests.gateway.test_messages_pipeline import config as claude_config
 from tests.gateway.test_responses_background import BY_ID, BackgroundUpstream
 from tests.mock.anthropic import message, message_events
@@ -59,21 +56,6 @@ def gpt(tenant: str, **tenant_config: Any) -> dict[str, Any]:
     tenants = {tenant: {"keys": [TENANT_KEY], **tenant_config}, "globex": {"keys": [OTHER_KEY]}}
     settings = make_config(tenants=tenants)
     return priced(settings, "gpt-5.4", web_search=SEARCH_PRICE, file_search="0.0025", code_interpreter="0.03")
-
-
-def events(client: TestClient, tenant: str, until: str | None = None, count: int = 1) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + 10
-    while True:
-        answer = client.get(
-            "/admin/costs",
-            params={"tenant": tenant, "format": "ndjson"},
-            headers={"authorization": f"Bearer {ADMIN_KEY}"},
-        )
-        found = [orjson.loads(line) for line in answer.text.splitlines() if line.strip()]
-        done = any(e["id"] == until for e in found) if until is not None else len(found) >= count
-        if done or time.monotonic() > deadline:
-            return found
-        time.sleep(0.05)
 
 
 def nanos(amount: str) -> int:
