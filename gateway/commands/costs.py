@@ -24,7 +24,7 @@ from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import Period, iso_time
 from gateway.ledger.reader import LedgerReader
 from gateway.ledger.schema import LedgerConfig
-from gateway.ledger.summary import GROUPS, SummaryRow, summarize, total, whole_days
+from gateway.ledger.summary import GROUPS, SummaryRow, basis_of, summarize, total
 from gateway.settings import Settings
 
 PROGRESS_EVERY = 1000
@@ -135,8 +135,7 @@ async def _summary(args: argparse.Namespace) -> None:
     finally:
         await client.aclose()
     if args.format == "table":
-        basis = "UTC days" if whole_days(period) else "events in that time"
-        print(f"{iso_time(period.start_ms)} to {iso_time(period.end_ms)} ({basis})")
+        print(f"{iso_time(period.start_ms)} to {iso_time(period.end_ms)} ({basis_of(period)})")
         sys.stdout.write(table(rows, group_by=args.group_by))
         return
     async for chunk in encode_summary(rows, args.format, group_by=args.group_by):

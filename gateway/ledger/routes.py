@@ -29,7 +29,7 @@ from gateway.ledger.formats import (
 )
 from gateway.ledger.period import Period, iso_time
 from gateway.ledger.reader import LedgerReader, TenantUsage
-from gateway.ledger.summary import GROUPS, GroupBy, summarize, total
+from gateway.ledger.summary import GROUPS, GroupBy, basis_of, summarize, total
 from gateway.money import usd
 from gateway.types import Tenant
 
@@ -97,6 +97,7 @@ def admin_router(
             "from": iso_time(period.start_ms),
             "to": iso_time(period.end_ms),
             "group_by": group,
+            "basis": basis_of(period),
             "data": summary_rows(rows, group_by=group),
             "total": counters_row(total(rows)),
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Literal
@@ -64,15 +65,65 @@ def whole_days(period: Period) -> bool:
     return period.start_ms % MS_PER_DAY == 0 and period.end_ms % MS_PER_DAY == 0
 
 
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """A period cut at UTC midnights: the whole days in it (read from the daily counters) and the pieces
+    of a day at either end (read from the events themselves)."""
+
+    days: Period | None
+    scanned: tuple[Period, ...]
+
+
+def basis_of(period: Period) -> str:
+    """What a summary of ``period`` reads, in words: which days come from the daily counters and which
+    spans had to be scanned event by event."""
+    parts = parts_of(period)
+    said = []
+    if parts.days is not None:
+        days = parts.days.days()
+        said.append(f"daily counters for {days[0]}" + (f" to {days[-1]}" if len(days) > 1 else ""))
+    said += (f"events scanned from {_iso(part.start_ms)} to {_iso(part.end_ms)}" for part in parts.scanned)
+    return "; ".join(said)
+
+
+def _iso(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms // 1000))
+
+
+def parts_of(period: Period) -> Parts:
+    first_midnight = -(-period.start_ms // MS_PER_DAY) * MS_PER_DAY
+    last_midnight = period.end_ms // MS_PER_DAY * MS_PER_DAY
+    if first_midnight >= last_midnight:  # no whole day inside: every event is read
+        return Parts(None, (period,))
+    edges = (Period(period.start_ms, first_midnight) if period.start_ms < first_midnight else None,
+             Period(last_midnight, period.end_ms) if last_midnight < period.end_ms else None)  # fmt: skip
+    return Parts(Period(first_midnight, last_midnight), tuple(edge for edge in edges if edge is not None))
+
+
 async def summarize(
     reader: LedgerReader, *, tenants: Sequence[str], period: Period, group_by: GroupBy
 ) -> list[SummaryRow]:
-    """Totals per group over the period, sorted by key: from the daily counters when the period is whole
-    UTC days, else from the events themselves (a period with a time of day counts only its own events)."""
-    if not whole_days(period):
-        return await _from_events(reader, tenants=tenants, period=period, group_by=group_by)
-    pairs = [(tenant, day) for tenant in tenants for day in period.days()]
+    """Totals per group over the period, sorted by key: its whole UTC days from the daily counters, and
+    the pieces of a day at its ends (a period with a time of day) from their own events
+    (``parts_of``), so that the month so far reads the counters of its past days and scans only today."""
+    parts = parts_of(period)
     groups: dict[str, Counters] = {}
+    if parts.days is not None:
+        await _from_counters(reader, groups, tenants=tenants, period=parts.days, group_by=group_by)
+    for scanned in parts.scanned:
+        await _from_events(reader, groups, tenants=tenants, period=scanned, group_by=group_by)
+    return [SummaryRow(key, groups[key]) for key in sorted(groups)]
+
+
+async def _from_counters(
+    reader: LedgerReader,
+    groups: dict[str, Counters],
+    *,
+    tenants: Sequence[str],
+    period: Period,
+    group_by: GroupBy,
+) -> None:
+    pairs = [(tenant, day) for tenant in tenants for day in period.days()]
     async for tenant, day, raw in reader.daily_hashes(pairs):
         counters = read_counters(raw)
         if group_by == "model":
@@ -84,7 +135,6 @@ async def summarize(
         if overall is not None:
             key = tenant if group_by == "tenant" else day
             groups[key] = groups.get(key, Counters()) + overall
-    return [SummaryRow(key, groups[key]) for key in sorted(groups)]
 
 
 def total(rows: Sequence[SummaryRow]) -> Counters:
@@ -95,9 +145,13 @@ def total(rows: Sequence[SummaryRow]) -> Counters:
 
 
 async def _from_events(
-    reader: LedgerReader, *, tenants: Sequence[str], period: Period, group_by: GroupBy
-) -> list[SummaryRow]:
-    groups: dict[str, Counters] = {}
+    reader: LedgerReader,
+    groups: dict[str, Counters],
+    *,
+    tenants: Sequence[str],
+    period: Period,
+    group_by: GroupBy,
+) -> None:
     async for event in reader.merged_events(tenants, period):
         key = {"tenant": event.tenant, "model": event.model, "day": day_of(event.time_ms)}[group_by]
         groups[key] = groups.get(key, Counters()) + Counters(
@@ -109,4 +163,3 @@ async def _from_events(
             output_tokens=event.output_tokens,
             reasoning_tokens=event.reasoning_tokens,
         )
-    return [SummaryRow(key, groups[key]) for key in sorted(groups)]
