@@ -135,8 +135,10 @@ class LedgerRecorder:
         if cost is not None and cost.unpriced_tools:
             self.unpriced(record.called_model, cost.unpriced_tools)
         unchanged, basis = counterfactual_usage(record, usage)
+        if basis is not Basis.FORWARDED and over_window(record, config):
+            unchanged, basis = usage, Basis.OVER_WINDOW
         counterfactual = cost.total_nanos if cost else 0
-        if basis is not Basis.FORWARDED:
+        if basis not in (Basis.FORWARDED, Basis.OVER_WINDOW):
             priced = cost_of(unchanged, config, record.routed_model or record.requested_model or "")
             counterfactual = priced.total_nanos if priced is not None else counterfactual
         fields = _priced(usage, cost)
@@ -219,6 +221,13 @@ def cost_of(usage: Usage, config: GatewayConfig, model: str) -> Cost | None:
     if found is None or found.pricing is None:
         return None
     return price(usage, found.pricing, write_multiplier=prompt_cache_of(config, model).write_multiplier)
+
+
+def over_window(record: RequestRecord, config: GatewayConfig) -> bool:
+    """Whether the prompt as received is larger than the context window of the model asked for: a request
+    that could not have been sent unchanged, against which nothing was saved."""
+    asked = config.models.get(record.routed_model or record.requested_model or "")
+    return asked is not None and (record.prompt_tokens or 0) > asked.context_window
 
 
 def counterfactual_usage(record: RequestRecord, usage: Usage) -> tuple[Usage, Basis]:

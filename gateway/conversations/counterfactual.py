@@ -16,6 +16,9 @@
   state unreadable): the share of input the tenant's unchanged requests to that model had cached.
   Estimated.
 - ``none``: not even that share is known: no cached tokens assumed. Estimated.
+- ``over_window``: it was rewritten, and the prompt as received is larger than the context window of the
+  model asked for: forwarding it unchanged was impossible (the provider refuses it, unbilled), so there is
+  nothing to have saved against; its own cost is the counterfactual (saving 0).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ class Basis(StrEnum):
     CONVERSATION_COLD = "conversation_cold"
     TENANT_SHARE = "tenant_share"
     NONE = "none"
+    OVER_WINDOW = "over_window"
 
 
 ESTIMATED = frozenset({Basis.TENANT_SHARE, Basis.NONE})

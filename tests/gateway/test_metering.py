@@ -340,3 +340,17 @@ def test_request_log_line_carries_the_ledger_cost_in_usd(tmp_path: Path, redis_u
             client.get("/metrics")  # a later request: the first one's observers have run by its answer
     [line] = [entry for entry in logs if entry["event"] == "request"]
     assert line["cost_usd"] == "0.004000000"  # 1,000 in at $2.50/M + 100 out at $15.00/M
+
+
+def test_recorder_claims_no_saving_for_a_prompt_larger_than_the_window_of_the_model_asked_for() -> None:
+    """Forwarding it unchanged was impossible (the provider refuses it, unbilled): nothing was saved."""
+    window = make_config()["models"]["gpt-5.4"]["context_window"]
+    usage = Usage(120_000, 0, 500)
+    over = main_event(
+        **rewritten(window, Basis.TENANT_SHARE, action="retrieve", prompt_tokens=window + 1, usage=usage)
+    )
+    at = main_event(**rewritten(0, Basis.NONE, action="retrieve", prompt_tokens=window, usage=usage))
+    assert (over.counterfactual_basis, over.saving_nanos) == ("over_window", 0)
+    assert over.counterfactual_nanos == over.cost_nanos == 120_000 * 2_500 + 500 * 15_000
+    assert over.counterfactual_cached_tokens == 0
+    assert at.counterfactual_basis == "none" and at.saving_nanos > 0  # at the window it could have gone
