@@ -7,8 +7,13 @@ import re
 from decimal import Decimal
 from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
+from gateway.configbase import Strict
+from gateway.configlimits import Limits as Limits
+from gateway.configpassthrough import PASSTHROUGH_METHODS as PASSTHROUGH_METHODS
+from gateway.configpassthrough import SHARED_OBJECTS as SHARED_OBJECTS
+from gateway.configpassthrough import PassthroughRoute as PassthroughRoute
 from gateway.experiments.config import ExperimentConfig
 from gateway.ledger.schema import BudgetConfig, LedgerConfig
 from gateway.sampling.config import SamplingConfig
@@ -23,8 +28,7 @@ ENCODINGS: tuple[str, ...] = get_args(EncodingName)
 Loc = tuple[str | int, ...]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Strict = Strict
 
 
 class Timeouts(_Strict):
@@ -206,115 +210,6 @@ def key_digest(key: str) -> str | None:
     if key.startswith(KEY_HASH_PREFIX):
         return key.removeprefix(KEY_HASH_PREFIX).lower()
     return hash_key(key) if key else None
-
-
-PASSTHROUGH_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
-SHARED_OBJECTS = frozenset(
-    {
-        "assistants",
-        "batches",
-        "containers",
-        "conversations",
-        "evals",
-        "files",
-        "fine_tuning",
-        "skills",
-        "threads",
-        "uploads",
-        "vector_stores",
-    }
-)
-"""First path segments of objects the provider keeps for its whole account, which every tenant using the
-same provider key would share: a route to them must name the tenants granted them."""
-
-
-class PassthroughRoute(_Strict):
-    """An upstream path the gateway forwards as it is, for the routes it does not serve itself."""
-
-    path: str = Field(
-        description="under /v1, e.g. /moderations; '*' matches one path segment, a final '/**' any number"
-    )
-    methods: tuple[Literal["GET", "POST", "PUT", "PATCH", "DELETE"], ...] = ("POST",)
-    provider: str | None = Field(
-        default=None, description="where to send it; unset: the provider of the JSON body's model"
-    )
-    tenants: tuple[str, ...] | None = Field(
-        default=None, description="who may call it; unset: every tenant (not allowed for shared objects)"
-    )
-    hold_usd: Decimal = Field(
-        default=Decimal(0),
-        ge=0,
-        decimal_places=6,
-        description="the budget hold of one call, when the body's model does not price it",
-    )
-    price_usd: Decimal = Field(
-        default=Decimal(0), ge=0, decimal_places=6, description="billed per call, on top of reported usage"
-    )
-
-    @field_validator("path")
-    @classmethod
-    def _pattern(cls, value: str) -> str:
-        segments = value.strip("/").split("/")
-        if not value.startswith("/") or not all(segments):
-            raise ValueError("path must start with / and have no empty segments")
-        if any(segment in (".", "..") or "%" in segment or "\\" in segment for segment in segments):
-            raise ValueError("path must not hold dot segments, escapes or backslashes")
-        if "**" in segments[:-1] or any("*" in s and s not in ("*", "**") for s in segments):
-            raise ValueError("'*' must be a whole segment, and '**' only the last one")
-        return "/" + "/".join(segments)
-
-    @property
-    def shared_objects(self) -> bool:
-        """The entry can reach the provider's shared objects: its first segment names them, or is a
-        wildcard (``/*``, ``/**``, ``/*/…``), which matches them among every other path."""
-        return self.path.strip("/").split("/")[0] in (*SHARED_OBJECTS, "*", "**")
-
-
-class Limits(_Strict):
-    max_body_bytes: int = Field(default=64 * 1024 * 1024, gt=0)
-    token_counts_per_minute: int = Field(
-        default=120,
-        ge=1,
-        description="token counting calls (POST /v1/messages/count_tokens, /v1/responses/input_tokens) "
-        "per tenant per minute, over all the gateway's processes",
-    )
-    token_count_max_body_bytes: int = Field(
-        default=4 * 1024 * 1024, gt=0, description="the largest body of a token counting call"
-    )
-    conversations_per_tenant: int = Field(
-        default=10_000, ge=1, description="conversations whose cache state is kept per tenant (the oldest go)"
-    )
-    track_conversations_from: int = Field(
-        default=16_384,
-        ge=0,
-        description="prompts of at least this many tokens leave their conversation's cache state",
-    )
-    held_tool_uses: int = Field(
-        default=20,
-        ge=0,
-        description="uses of each server-side tool a budget holds for a request that sets no cap of its "
-        "own (Messages max_uses, Responses max_tool_calls)",
-    )
-    shadow_calls: int = Field(default=16, ge=1, description="experiments' shadow calls in flight per process")
-    shadow_shed_above_requests: int = Field(
-        default=256, ge=1, description="no new shadow call while the process runs more tasks than this"
-    )
-    shadow_shed_above_cpu: float = Field(
-        default=0.8,
-        gt=0,
-        description="no new shadow call while the process used more than this share of a core over the last "
-        "second (a process at capacity)",
-    )
-    shadow_max_response_bytes: int = Field(
-        default=4 * 1024 * 1024,
-        ge=1024,
-        description="bytes of a candidate's answer a shadow call reads at most (beyond: cut, oversized)",
-    )
-    split_conversations_per_experiment: int = Field(
-        default=100_000,
-        ge=1,
-        description="conversations a split experiment remembers at once; new ones beyond stay on the primary",
-    )
 
 
 class GatewayConfig(_Strict):
