@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
+from gateway.ledger.event import CostEvent
 from gateway.ledger.period import MS_PER_DAY, Period, day_of
 from gateway.ledger.reply import integer, text
 
-if TYPE_CHECKING:
-    from gateway.ledger.reader import LedgerReader
+
+class LedgerSource(Protocol):
+    """What a summary reads (``gateway.ledger.reader.LedgerSource`` is one)."""
+
+    def daily_hashes(
+        self, pairs: Sequence[tuple[str, str]]
+    ) -> AsyncIterator[tuple[str, str, dict[object, object]]]: ...
+
+    def merged_events(self, tenants: Sequence[str], period: Period) -> AsyncIterator[CostEvent]: ...
+
 
 GroupBy = Literal["tenant", "model", "day"]
 GROUPS: tuple[GroupBy, ...] = ("tenant", "model", "day")
@@ -101,7 +110,7 @@ def parts_of(period: Period) -> Parts:
 
 
 async def summarize(
-    reader: LedgerReader, *, tenants: Sequence[str], period: Period, group_by: GroupBy
+    reader: LedgerSource, *, tenants: Sequence[str], period: Period, group_by: GroupBy
 ) -> list[SummaryRow]:
     """Totals per group over the period, sorted by key: its whole UTC days from the daily counters, and
     the pieces of a day at its ends (a period with a time of day) from their own events
@@ -116,7 +125,7 @@ async def summarize(
 
 
 async def _from_counters(
-    reader: LedgerReader,
+    reader: LedgerSource,
     groups: dict[str, Counters],
     *,
     tenants: Sequence[str],
@@ -129,12 +138,11 @@ async def _from_counters(
         if group_by == "model":
             for model, per_model in counters.items():
                 if model:
-                    groups[model] = groups.get(model, Counters()) + per_model
+                    _add(groups, model, per_model)
             continue
         overall = counters.get("")
         if overall is not None:
-            key = tenant if group_by == "tenant" else day
-            groups[key] = groups.get(key, Counters()) + overall
+            _add(groups, tenant if group_by == "tenant" else day, overall)
 
 
 def total(rows: Sequence[SummaryRow]) -> Counters:
@@ -145,7 +153,7 @@ def total(rows: Sequence[SummaryRow]) -> Counters:
 
 
 async def _from_events(
-    reader: LedgerReader,
+    reader: LedgerSource,
     groups: dict[str, Counters],
     *,
     tenants: Sequence[str],
@@ -154,12 +162,20 @@ async def _from_events(
 ) -> None:
     async for event in reader.merged_events(tenants, period):
         key = {"tenant": event.tenant, "model": event.model, "day": day_of(event.time_ms)}[group_by]
-        groups[key] = groups.get(key, Counters()) + Counters(
-            requests=1,
-            cost_nanos=event.cost_nanos,
-            saving_nanos=event.saving_nanos,
-            input_tokens=event.input_tokens,
-            cached_tokens=event.cached_tokens,
-            output_tokens=event.output_tokens,
-            reasoning_tokens=event.reasoning_tokens,
+        _add(
+            groups,
+            key,
+            Counters(
+                requests=1,
+                cost_nanos=event.cost_nanos,
+                saving_nanos=event.saving_nanos,
+                input_tokens=event.input_tokens,
+                cached_tokens=event.cached_tokens,
+                output_tokens=event.output_tokens,
+                reasoning_tokens=event.reasoning_tokens,
+            ),
         )
+
+
+def _add(groups: dict[str, Counters], key: str, counters: Counters) -> None:
+    groups[key] = groups.get(key, Counters()) + counters
