@@ -60,11 +60,11 @@ async def passthrough(pipeline: Pipeline, request: Request, path: str) -> Respon
     async with pipeline.failing(record, hold):
         runtime = pipeline.store.current
         record.tenant = pipeline.authenticate(runtime, request)
-        grant = passthrough_grant(runtime, request.method, path, record.tenant.name)
+        grant = passthrough_grant(runtime.passthrough, request.method, path, record.tenant.name)
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
         content_type = headers_of(request).get("content-type", "application/json")
         body = _json_body(raw, content_type)
-        route = passthrough_route(runtime, grant, body)
+        route = passthrough_route(runtime.routes, grant, body)
         record.requested_model = route.public_model  # called_model once it answered: no event before
         await hold.take(
             runtime,

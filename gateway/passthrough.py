@@ -11,14 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 from gateway.config import PassthroughRoute
 from gateway.echo import echoed
 from gateway.errors import PermissionDenied, RouteNotFound
 
-if TYPE_CHECKING:
-    from gateway.runtime import Route, Runtime
+
+class Routed(Protocol):
+    """A route to a model (``gateway.runtime.Route``): all a passthrough call needs is its provider."""
+
+    @property
+    def provider_name(self) -> str: ...
+
+
+R = TypeVar("R", bound=Routed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,10 +76,10 @@ class PassthroughRules:
         )
 
 
-def passthrough_grant(runtime: Runtime, method: str, path: str, tenant: str) -> Grant:
+def passthrough_grant(rules: PassthroughRules, method: str, path: str, tenant: str) -> Grant:
     """The entry that lets ``tenant`` call ``method /v1/path``; 404 when none lists it, 403 when the
     entries that list it are granted to other tenants."""
-    grant, listed = runtime.passthrough.find(method, path, tenant)
+    grant, listed = rules.find(method, path, tenant)
     if grant is not None:
         return grant
     if listed:
@@ -85,16 +92,19 @@ def passthrough_grant(runtime: Runtime, method: str, path: str, tenant: str) -> 
     )
 
 
-def passthrough_route(runtime: Runtime, grant: Grant, body: Mapping[str, Any] | None) -> Route:
-    """Where the call goes: the entry's provider, else the provider of the JSON body's ``model``."""
+def passthrough_route(
+    routes_of: Mapping[str, Sequence[R]], grant: Grant, body: Mapping[str, Any] | None
+) -> R:
+    """Where the call goes (``routes_of``: each model's routes): the entry's provider, else the provider of
+    the JSON body's ``model``."""
     provider = grant.route.provider
     model = body.get("model") if body is not None else None
-    if isinstance(model, str) and model in runtime.routes:
-        route = runtime.routes[model][0]
+    if isinstance(model, str) and model in routes_of:
+        route = routes_of[model][0]
         if provider is None or route.provider_name == provider:
             return route
     if provider is not None:
-        for routes in runtime.routes.values():
+        for routes in routes_of.values():
             if routes[0].provider_name == provider:
                 return routes[0]
     raise RouteNotFound(
