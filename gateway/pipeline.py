@@ -19,7 +19,7 @@ from starlette.responses import Response
 
 from compressors.lru import Lru
 from gateway import body as bodies
-from gateway import forwarded, replies
+from gateway import replies
 from gateway.admission import Hold, admitted, ceiling_nanos
 from gateway.attempts import note_timeouts, note_upstream_failure
 from gateway.auth import presented_key
@@ -36,14 +36,11 @@ from gateway.experiments.answer import answer_of
 from gateway.experiments.live import Experiments
 from gateway.experiments.trouble import ErrorCount
 from gateway.ledger import Budgets
-from gateway.messages.count_tokens import count_tokens as count_message_tokens
-from gateway.messages.pipeline import create as messages_create
 from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat, planned_body
 from gateway.record import NO_ACTION, Observer, RequestRecord, notify, notify_soon
 from gateway.reload import ConfigStore
 from gateway.request_ids import client_request_id, new_request_id
 from gateway.responses.confirm import Confirm
-from gateway.responses.create import create as responses_create
 from gateway.responses.front import RESPONSES
 from gateway.responses.memory import ResponseMemory
 from gateway.responses.pending import Settler
@@ -170,17 +167,8 @@ class Pipeline:
             )
         return self.respond(record, exchange)
 
-    # the other fronts' flows live with their adapters; they call back into the steps below
-
-    async def responses(self, request: Request) -> Response:
-        return await responses_create(self, request)
-
-    async def messages(self, request: Request) -> Response:
-        return await messages_create(self, request)
-
-    async def messages_count_tokens(self, request: Request) -> Response:
-        """``POST /v1/messages/count_tokens``: the provider's count, never below the gateway's own."""
-        return await count_message_tokens(self, request)
+    # the other fronts' flows live with their adapters (their routes call them with the pipeline); they
+    # call back into the steps below
 
     async def plan(
         self,
@@ -269,12 +257,6 @@ class Pipeline:
                 remember_request(self.conversations, runtime, record, plan, body), name="conversation_state"
             )
         return plan
-
-    async def embeddings(self, request: Request) -> Response:
-        return await forwarded.embeddings(self, request)
-
-    async def passthrough(self, request: Request, path: str) -> Response:
-        return await forwarded.passthrough(self, request, path)
 
     # --- steps 8-10: meter and respond ------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway import forwarded
 from gateway.echo import echoed
 from gateway.errors import AuthenticationFailed, GatewayError, NotFound, PermissionDenied, RouteNotFound
 from gateway.types import Tenant
@@ -36,11 +37,11 @@ async def chat_completions(request: Request) -> Response:
 
 
 async def embeddings(request: Request) -> Response:
-    return await state_of(request).pipeline.embeddings(request)
+    return await forwarded.embeddings(state_of(request).pipeline, request)
 
 
 async def passthrough(request: Request) -> Response:
-    return await state_of(request).pipeline.passthrough(request, request.path_params["path"])
+    return await forwarded.passthrough(state_of(request).pipeline, request, request.path_params["path"])
 
 
 async def list_models(request: Request) -> Response:

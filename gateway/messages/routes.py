@@ -16,6 +16,8 @@ from starlette.responses import Response
 from gateway import routes
 from gateway.echo import echoed
 from gateway.errors import InvalidRequest, ModelNotFound
+from gateway.messages import count_tokens as counting_call
+from gateway.messages import pipeline
 from gateway.messages.errors import anthropic_errors
 from gateway.routes import json_response, state_of
 from gateway.runtime import Route, Runtime
@@ -27,12 +29,13 @@ DEFAULT_LIMIT, MAX_LIMIT = 20, 1000
 
 @anthropic_errors
 async def create(request: Request) -> Response:
-    return await state_of(request).pipeline.messages(request)
+    return await pipeline.create(state_of(request).pipeline, request)
 
 
 @anthropic_errors
 async def count_tokens(request: Request) -> Response:
-    return await state_of(request).pipeline.messages_count_tokens(request)
+    """``POST /v1/messages/count_tokens``: the provider's count, never below the gateway's own."""
+    return await counting_call.count_tokens(state_of(request).pipeline, request)
 
 
 async def event_logging(request: Request) -> Response:

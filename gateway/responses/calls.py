@@ -22,15 +22,13 @@ from gateway import replies
 from gateway.admission import Hold
 from gateway.body import headers_of
 from gateway.count_calls import admitted_body, check_budget_left
-from gateway.errors import RouteNotFound
 from gateway.metering import max_cost_nanos
 from gateway.planning import with_model
 from gateway.record import RequestRecord, notify, notify_soon
 from gateway.responses import reply as responses_reply
 from gateway.responses.counting import responses_upper_bound
-from gateway.responses.memory import Remembered
 from gateway.responses.ownership import check_references, owned
-from gateway.runtime import Route, Runtime
+from gateway.responses.where import route_for_id
 from gateway.upstream import Exchange, send
 from gateway.usage import usage_from_openai
 
@@ -124,21 +122,6 @@ async def by_model(pipeline: Pipeline, request: Request, operation: str) -> Resp
     if metered and exchange.data is not None:
         record.usage = usage_from_openai(exchange.data.get("usage"))
     return _answer(pipeline, record, exchange)
-
-
-def route_for_id(runtime: Runtime, remembered: Remembered | None) -> Route:
-    """The model that made the response, else one of its provider's, else the first provider's."""
-    if remembered is not None:
-        known = runtime.routes.get(remembered.model)
-        if known is not None and known[0].provider_name == remembered.provider:
-            return known[0]
-    providers = list(runtime.config.providers)
-    wanted = remembered.provider if remembered is not None and remembered.provider in providers else None
-    for provider in (wanted, *providers):
-        for routes in runtime.routes.values():
-            if routes[0].provider_name == provider:
-                return routes[0]
-    raise RouteNotFound("No provider is configured to answer calls about responses.")
 
 
 def with_query(path: str, request: Request) -> str:

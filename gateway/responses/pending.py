@@ -31,9 +31,9 @@ from gateway.conversations.counterfactual import Basis, CounterfactualCache
 from gateway.errors import GatewayError, RouteNotFound, UpstreamError, UpstreamRejected
 from gateway.record import Observer, RequestRecord, notify
 from gateway.reload import ConfigStore
-from gateway.responses.calls import route_for_id
 from gateway.responses.memory import Remembered, ResponseMemory
 from gateway.responses.stream import finish_reason_of
+from gateway.responses.where import route_for_id
 from gateway.servertools.reported import response_uses
 from gateway.types import Tenant
 from gateway.upstream import UpstreamPool, send

@@ -8,6 +8,7 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from gateway.responses import calls
+from gateway.responses.create import create as create_response
 from gateway.routes import state_of
 
 WEBSOCKET_REFUSAL = (
@@ -17,7 +18,7 @@ WEBSOCKET_REFUSAL = (
 
 
 async def create(request: Request) -> Response:
-    return await state_of(request).pipeline.responses(request)
+    return await create_response(state_of(request).pipeline, request)
 
 
 async def by_id(request: Request) -> Response:
