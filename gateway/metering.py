@@ -22,7 +22,7 @@ from gateway.conversations.counterfactual import Basis, CounterfactualCache
 from gateway.ledger import CostEvent, Ledger
 from gateway.money import nanos_from_usd
 from gateway.pricing import Cost, price
-from gateway.record import TIMEOUT, RequestRecord, SideCall
+from gateway.record import SHADOW_CALL, TIMEOUT, RequestRecord, SideCall
 from gateway.servertools import uses_text
 from gateway.servertools.requested import NO_TOOLS, RequestedTools
 from gateway.tokens.counter import TokenCounter
@@ -73,10 +73,6 @@ def _positive_int(value: object) -> int | None:
 
 MAIN_CALL = "request"
 """The kind of a request's own upstream call (side calls carry theirs: summary, embeddings)."""
-
-SHADOW_CALL = "shadow"
-"""The kind of an experiment's call to its candidate (``gateway.experiments.shadow``): billed to the
-experiment, with no saving."""
 
 EventSink = Callable[[CostEvent, str], None]
 """Also told of every event with its kind (the metrics count them), so a request is priced once."""

@@ -14,7 +14,7 @@ from gateway.types import Tenant, Usage
 
 if TYPE_CHECKING:
     from gateway.conversations.counterfactual import CounterfactualCache
-    from gateway.conversations.pricing import Looked
+    from gateway.conversations.store import Looked
     from gateway.conversations.trace import ConversationTrace
     from gateway.experiments.answer import Answer
     from gateway.experiments.job import ShadowJob
@@ -26,6 +26,9 @@ log = structlog.get_logger("gateway.observers")
 NO_ACTION = "none"
 """The action of a request that failed before anything was decided for it or sent upstream."""
 TIMEOUT = "timeout"
+SHADOW_CALL = "shadow"
+"""The kind of an experiment's call to its candidate (``gateway.experiments.shadow``): billed to the
+experiment, with no saving."""
 """The kind of a side call that stands for an attempt of the request's own call that timed out."""
 
 

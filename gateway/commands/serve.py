@@ -207,6 +207,8 @@ def redis_mode_refused(settings: Settings) -> str | None:
     kind = "a Redis Cluster" if mode.cluster else "a standalone Redis"
     print(f"gateway: {kind} at {where(settings.redis_url)}{state}", flush=True)
     return None
+
+
 def redis_for_workers(settings: Settings) -> EmbeddedRedis | None:
     """Without a Redis URL: the embedded server, started, its URL exported for the workers. With one: None,
     once the server there is known not to be too old (or cannot be asked yet)."""

@@ -3,27 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
 
 from gateway.conversations.counterfactual import CounterfactualCache, from_conversation, from_share
-from gateway.conversations.fingerprint import Chain
 from gateway.conversations.recorder import THREAD_FROM_TOKENS
-from gateway.conversations.store import ConversationStore, Recalled
+from gateway.conversations.store import ConversationStore, Looked
 from gateway.conversations.trace import ConversationTrace, Prompt, anchor_for
 from gateway.planning import Front
 from gateway.tokens.counter import TokenCount
-
-
-@dataclass(frozen=True, slots=True)
-class Looked:
-    """A conversation as read for one request: its name, the request's chain, what the store said."""
-
-    anchor: str
-    chain: Chain
-    recalled: Recalled
 
 
 async def look_up(

@@ -23,6 +23,7 @@ import structlog
 from redis.exceptions import RedisClusterException, RedisError
 
 from gateway import pipelined
+from gateway.conversations.fingerprint import Chain
 from gateway.conversations.state import ConversationState
 from gateway.ledger.reply import integer
 from gateway.ledger.script import Script
@@ -62,6 +63,15 @@ class Recalled:
 
 
 UNAVAILABLE = Recalled(None, None, available=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Looked:
+    """A conversation as read for one request: its name, the request's chain, what the store said."""
+
+    anchor: str
+    chain: Chain
+    recalled: Recalled
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,8 @@ from gateway.experiments.answer import Answer, answer_of, messages_answer, strea
 from gateway.experiments.bounded import Oversized, drain, read_json
 from gateway.experiments.config import ExperimentConfig, bill_tenant
 from gateway.experiments.holds import comparison_ceiling_nanos, output_caps
-from gateway.experiments.job import SHADOW, ShadowJob, Side, side_of
+from gateway.experiments.job import ShadowJob, Side
+from gateway.experiments.sides import SHADOW, side_of
 from gateway.ledger import Budgets, Reservation
 from gateway.messages.stream import MessagesStreamReader
 from gateway.messages.thinking import for_another_model

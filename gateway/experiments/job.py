@@ -7,13 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.experiments.matching import Watch
-from gateway.metering import SHADOW_CALL
 from gateway.planning import CHAT, Front
-from gateway.record import RequestRecord
 from gateway.types import Tenant
 
-SHADOW = SHADOW_CALL
-"""The endpoint of a shadow call's record and the kind and action of its cost event."""
 PATHS = {"chat": "/chat/completions", "responses": "/responses", "messages": "/messages"}
 
 
@@ -62,21 +58,3 @@ class Side:
             "action": self.action,
             "tokens_sent": self.tokens_sent,
         }
-
-
-def side_of(record: RequestRecord) -> Side:
-    """The primary's (or a split arm's) side, from its finished record."""
-    upstream = record.upstream_seconds
-    failed = record.status >= 400 or record.error_type is not None
-    return Side(
-        model=record.called_model or record.requested_model or "",
-        latency_ms=None if upstream is None else upstream * 1000,
-        ttft_ms=None if record.first_token_seconds is None else record.first_token_seconds * 1000,
-        output_tokens=record.usage.output_tokens if record.usage is not None else None,
-        finish_reason=record.finish_reason,
-        error=(record.error_type or "upstream_error") if failed else None,
-        status=record.status,
-        cost_nanos=record.cost_nanos or 0,
-        action=record.action,
-        tokens_sent=record.forwarded_tokens,
-    )

@@ -18,9 +18,10 @@ import structlog
 from gateway.background import Background
 from gateway.experiments.candidate import ShadowServices
 from gateway.experiments.config import bill_tenant
-from gateway.experiments.job import PATHS, SHADOW, ShadowJob, side_of
+from gateway.experiments.job import PATHS, ShadowJob
 from gateway.experiments.matching import Watch, matches, sampled
 from gateway.experiments.shadow import ShadowRunner
+from gateway.experiments.sides import SHADOW, side_of
 from gateway.experiments.split import (
     PRIMARY,
     Arm,

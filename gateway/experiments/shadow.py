@@ -29,9 +29,10 @@ from gateway.experiments.answer import Answer
 from gateway.experiments.candidate import CandidateCall, ShadowServices
 from gateway.experiments.config import ExperimentConfig
 from gateway.experiments.holds import Rooms, least_hold_nanos
-from gateway.experiments.job import SHADOW, ShadowJob, Side, side_of
+from gateway.experiments.job import ShadowJob, Side
 from gateway.experiments.judge import JUDGE_MAX_TOKENS, judge_messages, parse_grade
 from gateway.experiments.load import ProcessLoad
+from gateway.experiments.sides import SHADOW, side_of
 from gateway.experiments.tally import Tally
 from gateway.ledger import Budgets
 from gateway.money import usd
