@@ -1,5 +1,6 @@
 """The pure packages stay pure: ``policies/`` and ``compressors/`` import neither the service, nor HTTP,
-nor Redis, nor each other; ``policies/`` imports only the standard library, pydantic and PyYAML."""
+nor Redis, nor each other; ``policies/`` imports only the standard library, pydantic and PyYAML; and
+``gateway/`` has no import circle."""
 
 from __future__ import annotations
 
@@ -124,3 +125,67 @@ def test_starting_the_gateway_imports_no_retrieval_stack() -> None:
     probe = "import sys, gateway.app, gateway.lifespan; print(sorted({'numpy', 'bm25s'} & set(sys.modules)))"
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "[]"
+
+
+def import_graph(package: str, root: Path = ROOT) -> dict[str, set[str]]:
+    """Each module of ``package`` → the modules of ``package`` it imports, however (``TYPE_CHECKING``
+    blocks and imports inside functions included: a circle there is still an upward arrow)."""
+    paths = {module_name(path, root): path for path in sorted((root / package).rglob("*.py"))}
+    graph: dict[str, set[str]] = {name: set() for name in paths}
+    for name, path in paths.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found = {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+            elif isinstance(node, ast.Import):
+                found = {alias.name for alias in node.names}
+            else:
+                continue
+            graph[name] |= {other for other in found if other in paths and other != name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_layering_gateway_has_no_import_circles() -> None:
+    assert circles(import_graph("gateway")) == []
+
+
+def test_layering_circle_checker_finds_a_circle_through_type_checking(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "low.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.high import High\n"
+    )
+    (tmp_path / "pkg" / "high.py").write_text("from pkg import low\n")
+    (tmp_path / "pkg" / "alone.py").write_text("import pkg.low\n")
+    assert circles(import_graph("pkg", tmp_path)) == [["pkg.high", "pkg.low"]]
