@@ -5,7 +5,9 @@ fast mock upstream (tests/bench/fast_upstream.py) and the load generators share 
 the open-loop latency run, wrk (when installed) for the saturation run. Requests are ~1 KB chat
 completions (``--api responses``: the same text as a Responses ``input``; ``--api messages``: as an
 Anthropic Messages request with ``x-api-key``). Direct and through-the-gateway requests are interleaved in
-the same run, so "added" compares like with like.
+the same run, so "added" compares like with like. ``--target bare`` measures the floor instead: a bare proxy
+on the same HTTP stack (``tests/bench/bare_proxy.py``); the machine drifts, so give the gateway's figures as
+ratios to a floor run made in the same minutes.
 """
 
 from __future__ import annotations
@@ -121,6 +123,13 @@ def main() -> None:
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--api", choices=list(PATHS), default="chat")
     parser.add_argument(
+        "--target",
+        choices=["gateway", "bare"],
+        default="gateway",
+        help="bare: the floor, a bare proxy on the same HTTP stack (tests/bench/bare_proxy.py), measured the "
+        "same way; compare the gateway with it as ratios of runs made in the same minutes",
+    )
+    parser.add_argument(
         "--experiment",
         choices=["none", "nomatch", "shadow10"],
         default="none",
@@ -164,6 +173,10 @@ def main() -> None:
                 "GATEWAY_HTTP_TRANSPORT": args.transport,
             }
             gateway_args = pinned([str(Path(PYTHON).parent / "gateway"), "serve"], 0)
+            if args.target == "bare":
+                upstream = f"http://127.0.0.1:{mock_port}"
+                bare = ["-m", "tests.bench.bare_proxy", "--port", str(gateway_port), "--upstream", upstream]
+                gateway_args = pinned([PYTHON, *bare], 0)
             with process(
                 gateway_args, f"http://127.0.0.1:{gateway_port}/healthz", env=env, log=tmp_path / "gw.log"
             ) as gw:
@@ -181,7 +194,10 @@ def main() -> None:
                         args.api,
                     )
                 )
-                print(f"upstream transport: {args.transport}; api: {args.api}; experiment: {args.experiment}")
+                print(
+                    f"target: {args.target}; upstream transport: {args.transport}; api: {args.api}; "
+                    f"experiment: {args.experiment}"
+                )
 
 
 if __name__ == "__main__":
