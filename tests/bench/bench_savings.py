@@ -6,7 +6,8 @@ the same prompts) are replayed twice against the caching mock upstream (``tests.
 it (forwarding everything unchanged), then through a gateway with the shipped policies and a priced cheap
 model. Per workload it prints the cost forwarded unchanged, the cost through the gateway (its requests and
 side calls, from its ledger), the saving the ledger claims, the real saving (the difference of the two
-bills) and how far the claim is from it.
+bills) and how far the claim is from it, beside a third baseline: what a client that compacts its own
+history at 240K tokens would have paid (``self_compacting``, summaries at the cheap model's price).
 
 - ``chat``: a chat growing about 10K tokens a turn for 40 turns, to about 420K;
 - ``short``: the same chat, ending on the turn after the one that crosses the warning line (250K), under
@@ -42,6 +43,13 @@ from tests.fixtures.haystack import ProseGenerator
 WARNING, CLIFF = 250_000, 272_000
 ANSWER_TOKENS = 50
 GPT_5_4 = ModelPricing.model_validate(make_config()["models"]["gpt-5.4"]["pricing"])
+CHEAP = ModelPricing.model_validate({"input": "0.25", "cached_input": "0.025", "output": "2.00"})
+"""The cheap model's prices: the gateway's summaries and the self-compacting client's alike."""
+CLIENT_COMPACTS_AT = 240_000
+"""The third baseline: a client that compacts its own history (as Codex CLI and Claude Code do) once it
+reaches this many tokens, with the cheap model, keeping its system prompt and its last turns."""
+CLIENT_KEEPS = 4
+CLIENT_SUMMARY_TOKENS = 8_000
 
 
 def text_of(prose: ProseGenerator, tokens: int) -> str:
@@ -143,6 +151,8 @@ class Result:
     workload: str
     requests: int
     unchanged_nanos: int
+    client_nanos: int
+    """What a client that compacts itself would have paid (``self_compacting``), summaries included."""
     gateway_nanos: int
     claimed_nanos: int
     actions: dict[str, int]
@@ -154,12 +164,46 @@ class Result:
         return self.unchanged_nanos - self.gateway_nanos
 
 
+def self_compacting(bodies: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """What a client that compacts itself sends instead of ``bodies``, and what its summaries cost.
+
+    Once what it would send reaches ``CLIENT_COMPACTS_AT`` tokens, everything between its system prompt
+    and its last ``CLIENT_KEEPS`` messages goes to the cheap model (billed: that input, the summary as
+    output) and is replaced by the summary; later turns append to the compacted history, which is
+    compacted again when it reaches the line again. A tool call and its output stay together."""
+    sent: list[dict[str, Any]] = []
+    summaries = 0
+    summary: list[dict[str, Any]] = []
+    cut = 1  # messages of the full history the summary stands for (the system prompt stays)
+    prose = ProseGenerator(11)
+    for body in bodies:
+        history = body["messages"]
+        messages = [history[0], *summary, *history[cut:]]
+        if tokens_of(messages, body.get("tools")) >= CLIENT_COMPACTS_AT:
+            keep_from = len(history) - CLIENT_KEEPS
+            while history[keep_from].get("role") == "tool":
+                keep_from -= 1
+            summarized = tokens_of([*summary, *history[cut:keep_from]])
+            summaries += price(Usage(summarized, 0, CLIENT_SUMMARY_TOKENS), CHEAP).total_nanos
+            text = "Summary of the conversation so far. " + text_of(prose, CLIENT_SUMMARY_TOKENS)
+            summary = [{"role": "user", "content": text}]
+            cut = keep_from
+            messages = [history[0], *summary, *history[cut:]]
+        sent.append({**body, "messages": messages})
+    return sent, summaries
+
+
 def run(name: str, mock: str, gateway: str, key: str, tenant: str) -> Result:
     with httpx.Client(timeout=600) as client:
         client.post(f"{mock}/_reset")
         bodies = list(WORKLOADS[name]())
         unchanged = sum(
             bill(client.post(f"{mock}/v1/chat/completions", json=body).json()["usage"]) for body in bodies
+        )
+        client.post(f"{mock}/_reset")
+        compacting, summaries = self_compacting(bodies)
+        client_nanos = summaries + sum(
+            bill(client.post(f"{mock}/v1/chat/completions", json=body).json()["usage"]) for body in compacting
         )
         client.post(f"{mock}/_reset")
         actions: dict[str, int] = {}
@@ -176,6 +220,7 @@ def run(name: str, mock: str, gateway: str, key: str, tenant: str) -> Result:
         name,
         len(bodies),
         unchanged,
+        client_nanos,
         sum(nanos(event["cost_usd"]) for event in events),
         sum(nanos(event["saving_usd"]) for event in events),
         actions,
@@ -265,6 +310,7 @@ def main() -> None:
         "workload",
         "requests",
         "unchanged",
+        "client compacts",
         "gateway",
         "share",
         "claimed",
@@ -283,6 +329,7 @@ def main() -> None:
                     result.workload,
                     str(result.requests),
                     usd(result.unchanged_nanos),
+                    usd(result.client_nanos),
                     usd(result.gateway_nanos),
                     f"{result.gateway_nanos / result.unchanged_nanos:.1%}",
                     usd(result.claimed_nanos),
