@@ -8,6 +8,7 @@ the client's requests in flight never wait on a huge answer being read or parsed
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any, Protocol, TypeVar
 
 import anyio
@@ -42,31 +43,21 @@ R = TypeVar("R", bound=Reader)
 async def read_json(response: httpx.Response, max_bytes: int) -> tuple[Any, int]:
     """The body parsed as JSON (None when it is not JSON) and its size; the response is closed after.
     Raises ``Oversized``."""
-    chunks: list[bytes] = []
-    total = 0
     try:
-        async for chunk in response.aiter_bytes():
-            total += len(chunk)
-            if total > max_bytes:
-                raise Oversized(total, max_bytes)
-            chunks.append(chunk)
+        body = b"".join([chunk async for chunk in _within(response.aiter_bytes(), max_bytes)])
     finally:
         await response.aclose()
-    body = b"".join(chunks)
-    if total > INLINE_PARSE_BYTES:
-        return await anyio.to_thread.run_sync(_parsed, body), total
-    return _parsed(body), total
+    if len(body) > INLINE_PARSE_BYTES:
+        return await anyio.to_thread.run_sync(_parsed, body), len(body)
+    return _parsed(body), len(body)
 
 
 async def drain(response: httpx.Response, reader: R, max_bytes: int) -> R:
     """``reader`` once it has read the whole stream; the response is closed however it ends. Raises
     ``Oversized``."""
-    total = since_pause = 0
+    since_pause = 0
     try:
-        async for chunk in response.aiter_raw():
-            total += len(chunk)
-            if total > max_bytes:
-                raise Oversized(total, max_bytes)
+        async for chunk in _within(response.aiter_raw(), max_bytes):
             reader.feed(chunk)
             since_pause += len(chunk)
             if since_pause >= YIELD_EVERY_BYTES:
@@ -76,6 +67,16 @@ async def drain(response: httpx.Response, reader: R, max_bytes: int) -> R:
     finally:
         await response.aclose()
     return reader
+
+
+async def _within(chunks: AsyncIterator[bytes], max_bytes: int) -> AsyncIterator[bytes]:
+    """``chunks`` as they come, until more than ``max_bytes`` have: then ``Oversized``."""
+    total = 0
+    async for chunk in chunks:
+        total += len(chunk)
+        if total > max_bytes:
+            raise Oversized(total, max_bytes)
+        yield chunk
 
 
 def _parsed(body: bytes) -> Any:
