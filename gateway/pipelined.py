@@ -16,9 +16,10 @@ Two kinds of failure, as the ledger has always sorted them:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+import anyio
 from redis.asyncio.client import Pipeline
 from redis.exceptions import (
     AskError,
@@ -27,6 +28,7 @@ from redis.exceptions import (
     NoScriptError,
     OutOfMemoryError,
     ReadOnlyError,
+    RedisClusterException,
     RedisError,
     ResponseError,
     TryAgainError,
@@ -115,3 +117,29 @@ async def execute(pipe: Pipeline) -> Replies:
 async def execute_checked(pipe: Pipeline) -> list[object]:
     """Run ``pipe``; ``WriteFailed`` if any reply is an error (the others were applied)."""
     return (await execute(pipe)).check()
+
+
+FAILURES = (RedisError, RedisClusterException, OSError, TimeoutError)
+"""What a write to Redis can raise: a refusal, a lost or refused connection, a timeout."""
+
+
+async def retried(
+    write: Callable[[], Awaitable[object]],
+    pauses: Sequence[float],
+    *,
+    before_retry: Callable[[], Awaitable[None]] | None = None,
+) -> BaseException | None:
+    """Run ``write``, and again after each of ``pauses`` while its failure may pass (``is_transient``):
+    None once it went through, else the last failure. ``before_retry`` runs before each new try (on a
+    cluster: learn the slots again)."""
+    for pause in (*pauses, None):
+        try:
+            await write()
+            return None
+        except FAILURES as exc:
+            if pause is None or not is_transient(exc):
+                return exc
+        if before_retry is not None:
+            await before_retry()
+        await anyio.sleep(pause)
+    return None  # not reached: the last pass returns

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import anyio
 import redis.asyncio as aioredis
 import structlog
-from redis.exceptions import RedisClusterException, RedisError
+from redis.exceptions import RedisError
 
 from gateway import pipelined
 from gateway.conversations.fingerprint import Chain
@@ -153,17 +153,15 @@ class ConversationStore:
         """Run ``write`` (bounded in time), again after a pause while the failure may pass (a cluster
         failing over takes a second or two); whether it was written. Writes run beside or after the
         request, never in its way."""
-        for pause in (*RETRY_PAUSES, None):
-            try:
-                with anyio.fail_after(TIMEOUT_SECONDS * 4):
-                    await write()
-                return True
-            except (RedisError, RedisClusterException, OSError, TimeoutError) as exc:
-                if pause is None or not pipelined.is_transient(exc):
-                    self._log.warning("conversation_state_unavailable", write=what, error=describe(exc))
-                    return False
-            await anyio.sleep(pause)
-        return False
+
+        async def bounded() -> None:
+            with anyio.fail_after(TIMEOUT_SECONDS * 4):
+                await write()
+
+        failure = await pipelined.retried(bounded, RETRY_PAUSES)
+        if failure is not None:
+            self._log.warning("conversation_state_unavailable", write=what, error=describe(failure))
+        return failure is None
 
 
 def _share(fed: object, cached: object) -> float | None:

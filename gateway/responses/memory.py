@@ -27,7 +27,7 @@ import structlog
 from redis.exceptions import RedisClusterException, RedisError
 
 from gateway import pipelined
-from gateway.pipelined import describe, is_transient
+from gateway.pipelined import describe
 from gateway.record import RequestRecord
 from gateway.replication import add_waits, nodes_to_confirm, refresh_topology, unconfirmed
 from gateway.responses.unwritten import UnwrittenResponses
@@ -163,21 +163,16 @@ class ResponseMemory:
         return True
 
     async def _write_within(self, key: str, value: bytes, queue: dict[bytes, int] | None) -> str | None:
-        """Write ``value`` (and the queue entry), trying again while that may help; the last error, or
-        None once written."""
-        error = "timeout"
+        """Write ``value`` (and the queue entry), trying again while that may help, for ``WRITE_SECONDS``
+        at most; the last error, or None once written."""
         with anyio.move_on_after(WRITE_SECONDS):
-            for pause in (*RETRY_PAUSES, None):
-                try:
-                    await self._write_one(key, value, queue)
-                    return None
-                except (RedisError, RedisClusterException, OSError, TimeoutError) as exc:
-                    error = describe(exc)
-                    if pause is None or not is_transient(exc):
-                        return error
-                await refresh_topology(self._redis)
-                await anyio.sleep(pause)
-        return error
+            failure = await pipelined.retried(
+                lambda: self._write_one(key, value, queue),
+                RETRY_PAUSES,
+                before_retry=lambda: refresh_topology(self._redis),
+            )
+            return None if failure is None else describe(failure)
+        return "timeout"
 
     async def _write_one(self, key: str, value: bytes, queue: dict[bytes, int] | None) -> None:
         async with self._redis.pipeline(transaction=False) as pipe:
