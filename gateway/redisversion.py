@@ -57,7 +57,7 @@ def parse_version(text: str) -> tuple[int, ...]:
 
 
 def server_version(info: Mapping[str, object]) -> ServerVersion:
-    """The version in ``INFO server``'s fields (as redis-py parses them, or as ``parse_info`` does)."""
+    """The version in ``INFO server``'s fields (as redis-py parses them)."""
     reported = info.get("redis_version")
     if reported is None:
         raise RedisVersionError("INFO server has no redis_version field")
@@ -68,16 +68,6 @@ def server_version(info: Mapping[str, object]) -> ServerVersion:
         release=str(own if own is not None else reported),
         compatible=parse_version(str(reported)),
     )
-
-
-def parse_info(text: str) -> dict[str, str]:
-    """``INFO``'s reply text as fields (``name:value`` lines; ``#`` section titles skipped)."""
-    fields: dict[str, str] = {}
-    for line in text.splitlines():
-        name, colon, value = line.partition(":")
-        if colon and not name.startswith("#"):
-            fields[name.strip()] = value.strip()
-    return fields
 
 
 def refusal(version: ServerVersion, *, where: str, minimum: tuple[int, ...] = MINIMUM) -> str | None:

@@ -9,12 +9,17 @@ from gateway.redisversion import (
     MINIMUM,
     RedisVersionError,
     check_configured,
-    parse_info,
     parse_version,
     refusal,
     require,
     server_version,
 )
+
+
+def parse_info(text: str) -> dict[str, str]:
+    """An ``INFO server`` reply as redis-py hands it over: its ``name:value`` fields."""
+    return dict(line.split(":", 1) for line in text.splitlines() if ":" in line and not line.startswith("#"))
+
 
 REDIS_6 = "# Server\r\nredis_version:6.2.14\r\nredis_git_sha1:00000000\r\nredis_mode:standalone\r\n"
 REDIS_7 = "# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\n"
