@@ -62,8 +62,7 @@ _REFUSED = (AuthenticationError, AuthorizationError)
 
 def is_unreachable(exc: BaseException) -> bool:
     """Redis could not be asked (refused, dropped, slow, failing over); not an answer that was an error."""
-    if isinstance(exc, WriteFailed):  # a pipelined write some of whose replies failed: the first says why
-        exc = exc.first
+    exc = _cause(exc)
     return isinstance(exc, _AWAY) and not isinstance(exc, _REFUSED)
 
 
@@ -72,10 +71,14 @@ def kind_of(exc: BaseException) -> str:
     else the exception's class name."""
     if is_unreachable(exc):
         return UNREACHABLE
-    if isinstance(exc, WriteFailed):
-        exc = exc.first
-    found = _CODE.match(str(exc))
-    return found.group(1) if found else type(exc).__name__
+    cause = _cause(exc)
+    found = _CODE.match(str(cause))
+    return found.group(1) if found else type(cause).__name__
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """A pipelined write some of whose replies failed (``WriteFailed``) is told by its first failure."""
+    return exc.first if isinstance(exc, WriteFailed) else exc
 
 
 class RedisTrouble:
