@@ -473,7 +473,10 @@ def test_a_failing_candidate_never_fails_a_request(lab: Lab, mock: httpx.Client)
     streamed = [answer for (way, _), answer in zip(EVERY_WAY, answers, strict=True) if "stream" in way]
     assert all(b"[DONE]" in answer.body or b"response.completed" in answer.body for answer in streamed)
 
-    report = lab.report("failing", lambda document: counter(document, "failed") >= len(EVERY_WAY))
+    def settled(document: dict[str, Any]) -> bool:  # counters are written before the pairs they count
+        return counter(document, "failed") >= len(EVERY_WAY) and document["pairs"] >= len(EVERY_WAY)
+
+    report = lab.report("failing", settled)
     assert counter(report, "failed") == len(EVERY_WAY) and counter(report, "shadowed") == 0
     assert len(candidate_calls(mock, tag)) == len(EVERY_WAY)  # each copy tried once, never retried
     short = bucket(report, 0)
@@ -493,7 +496,8 @@ def test_an_excluded_tenant_is_never_mirrored_nor_split(lab: Lab, mock: httpx.Cl
     control = chat(lab.sdk(), "main-excluded", [user(f"{tag} acme control: {prose(40, seed=2)}")])
 
     def settled(document: dict[str, Any]) -> bool:
-        return counter(document, "shadowed") >= 1 and counter(document, "excluded") >= 4
+        shadowed = counter(document, "shadowed") >= 1 and document["pairs"] >= 1
+        return shadowed and counter(document, "excluded") >= 4
 
     report = lab.report("excluded", settled)
     assert counter(report, "shadowed") == 1 and counter(report, "excluded") == 4  # health's requests
