@@ -258,4 +258,5 @@ def _priced(usage: Usage, cost: Cost | None) -> dict[str, Any]:
         "estimated": usage.estimated,
         "tool_uses": uses_text(usage.tool_uses),
         "tool_cost_nanos": cost.tool_nanos if cost else 0,
+        "cost_parts": None if cost is None else cost.parts,
     }

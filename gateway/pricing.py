@@ -72,8 +72,18 @@ class Cost:
     """The usage was counted by the gateway rather than reported by the upstream."""
     tool_nanos: int = 0
     """The server-side tools' uses (part of ``total_nanos``)."""
+    cache_write_nanos: int = 0
+    """The input tokens written to the provider's cache, their premium included (part of ``input_nanos``;
+    their share of the uncached input's amount, so a tier's split over the line is spread evenly)."""
     unpriced_tools: tuple[str, ...] = ()
     """Kinds of tools used that the model's ``per_use`` prices do not list (billed nothing)."""
+
+    @property
+    def parts(self) -> tuple[int, int, int, int]:
+        """The cost less the tools, by priced unit: uncached input (cache writes apart), cached input,
+        cache writes, output (``CostEvent.cost_parts``)."""
+        writes = self.cache_write_nanos
+        return (self.input_nanos - writes, self.cached_input_nanos, writes, self.output_nanos)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +154,7 @@ def price_at_tier(
     premium = (written - hour) * (Fraction(write_multiplier) - 1 if write_multiplier else 0) + hour * (
         Fraction(write_1h_multiplier) - 1
     )
+    base = uncached_amount
     if premium:
         chosen_tier = pricing.tiers[tier] if tier is not None else None
         scale = (
@@ -162,6 +173,10 @@ def price_at_tier(
         round(cached_amount),
         round(output_amount),
     )
+    uncached = usage.input_tokens - cached
+    write_nanos = (
+        round(Fraction(base) * written / uncached + (uncached_amount - base)) if written and uncached else 0
+    )
     tools, unpriced = tool_nanos(usage.tool_uses, pricing) if usage.tool_uses else (0, ())
     return Cost(
         total_nanos=input_nanos + cached_nanos + output_nanos + tools,
@@ -171,6 +186,7 @@ def price_at_tier(
         tier=tier,
         estimated=usage.estimated,
         tool_nanos=tools,
+        cache_write_nanos=min(write_nanos, input_nanos),
         unpriced_tools=unpriced,
     )
 
