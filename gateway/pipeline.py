@@ -36,6 +36,7 @@ from gateway.experiments.answer import answer_of
 from gateway.experiments.live import Experiments
 from gateway.experiments.trouble import ErrorCount
 from gateway.ledger import Budgets
+from gateway.metering import LedgerRecorder
 from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat, planned_body
 from gateway.record import NO_ACTION, Observer, RequestRecord, notify, notify_soon
 from gateway.reload import ConfigStore
@@ -84,6 +85,9 @@ class Pipeline:
         self.pool = pool
         self.redis = redis
         self.observers = observers
+        recorder = next((each for each in observers if isinstance(each, LedgerRecorder)), None)
+        self.cost_headers = recorder.cost_headers if recorder is not None else None
+        """Prices a request for its answer's headers (the ledger's own pricing)."""
         self.background = background
         self.budgets = budgets
         self.retrievers: dict[Any, Any] = {}
@@ -116,6 +120,7 @@ class Pipeline:
             request_id=new_request_id(), endpoint=endpoint, client_request_id=client_request_id(headers)
         )
         record.probe = is_probe(headers)
+        record.cost_headers = self.cost_headers
         request.state.request_id = record.request_id
         request.state.client_request_id = record.client_request_id
         return record

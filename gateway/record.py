@@ -26,10 +26,10 @@ log = structlog.get_logger("gateway.observers")
 NO_ACTION = "none"
 """The action of a request that failed before anything was decided for it or sent upstream."""
 TIMEOUT = "timeout"
+"""The kind of a side call that stands for an attempt of the request's own call that timed out."""
 SHADOW_CALL = "shadow"
 """The kind of an experiment's call to its candidate (``gateway.experiments.shadow``): billed to the
 experiment, with no saving."""
-"""The kind of a side call that stands for an attempt of the request's own call that timed out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +121,8 @@ class RequestRecord:
     """The cached tokens the request forwarded unchanged would plausibly have had (a rewritten request)."""
     flat_cost_nanos: int = 0
     """Billed on top of the priced usage: a passthrough entry's ``price_usd``."""
+    cost_headers: Callable[[RequestRecord], dict[str, str]] | None = None
+    """What the request cost, as its answer's headers (``LedgerRecorder.cost_headers``); None: none."""
     probe: bool = False
     """The request was marked ``x-gateway-probe: 1`` (``gateway.sampling.is_probe``): always sampled."""
     experiment: str | None = None

@@ -386,6 +386,11 @@ async def test_compressed_request_event_carries_the_counterfactual_and_its_summa
     net = sum(e.saving_nanos for e in events)
     assert net == main.counterfactual_nanos - sum(e.cost_nanos for e in events)
     await assert_counters_match(reader, redis_client, who.name, events)
+    # the caller sees the same: the request's cost with its summary calls, and the net saving
+    assert Decimal(raw.headers["x-gateway-cost-usd"]) * 10**9 == sum(e.cost_nanos for e in events)
+    assert Decimal(raw.headers["x-gateway-saving-usd"]) * 10**9 == net
+    assert raw.headers["x-gateway-saving-basis"] == main.counterfactual_basis
+    assert "x-gateway-cost-estimated" not in raw.headers
 
 
 @pytest.mark.anyio
@@ -412,6 +417,8 @@ async def test_retrieved_request_counterfactual_is_priced_at_the_tier_it_would_h
     at_tier = price_at_tier(unchanged, _pricing(), 0).total_nanos
     assert main.counterfactual_nanos == at_tier > price_at_tier(unchanged, _pricing(), None).total_nanos
     assert main.saving_nanos == at_tier - main.cost_nanos > 0
+    assert Decimal(raw.headers["x-gateway-cost-usd"]) * 10**9 == main.cost_nanos
+    assert Decimal(raw.headers["x-gateway-saving-usd"]) * 10**9 == main.saving_nanos
 
 
 async def _request_events(
