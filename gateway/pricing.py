@@ -134,16 +134,18 @@ def price_at_tier(
     write_1h_multiplier: Decimal = WRITE_1H_MULTIPLIER,
 ) -> Cost:
     """The cost of ``usage`` billed under ``tier`` whatever its size (projections: "at the cliff price")."""
-    for field in (
-        "input_tokens",
-        "cached_input_tokens",
-        "output_tokens",
-        "reasoning_tokens",
-        "cache_write_tokens",
-        "cache_write_1h_tokens",
+    if (
+        min(
+            usage.input_tokens,
+            usage.cached_input_tokens,
+            usage.output_tokens,
+            usage.reasoning_tokens,
+            usage.cache_write_tokens,
+            usage.cache_write_1h_tokens,
+        )
+        < 0
     ):
-        if getattr(usage, field) < 0:
-            raise ValueError(f"usage.{field} is negative")
+        _negative(usage)
     if tier is not None and not 0 <= tier < len(pricing.tiers):
         raise ValueError(f"no tier {tier}; the model has {len(pricing.tiers)}")
     rates = _rates(pricing)
@@ -151,9 +153,12 @@ def price_at_tier(
     uncached_amount, cached_amount = _input(usage.input_tokens - cached, cached, rates, pricing.tiers, tier)
     written = min(usage.cache_write_tokens, usage.input_tokens - cached)
     hour = min(usage.cache_write_1h_tokens, written)
-    premium = (written - hour) * (Fraction(write_multiplier) - 1 if write_multiplier else 0) + hour * (
-        Fraction(write_1h_multiplier) - 1
-    )
+    premium = (
+        (written - hour) * (Fraction(write_multiplier) - 1 if write_multiplier else 0)
+        + hour * (Fraction(write_1h_multiplier) - 1)
+        if written
+        else 0
+    )  # most calls write nothing: no fractions to build for them (this runs on every request)
     base = uncached_amount
     if premium:
         chosen_tier = pricing.tiers[tier] if tier is not None else None
@@ -189,6 +194,20 @@ def price_at_tier(
         cache_write_nanos=min(write_nanos, input_nanos),
         unpriced_tools=unpriced,
     )
+
+
+def _negative(usage: Usage) -> None:
+    """Raise for the first count of ``usage`` below zero."""
+    for field in (
+        "input_tokens",
+        "cached_input_tokens",
+        "output_tokens",
+        "reasoning_tokens",
+        "cache_write_tokens",
+        "cache_write_1h_tokens",
+    ):
+        if getattr(usage, field) < 0:
+            raise ValueError(f"usage.{field} is negative")
 
 
 def tool_nanos(uses: tuple[tuple[str, int], ...], pricing: ModelPricing) -> tuple[int, tuple[str, ...]]:
