@@ -187,6 +187,7 @@ class LedgerRecorder:
             self.unpriced(record.called_model, cost.unpriced_tools)
         fields = _priced(usage, cost)
         fields["cost_nanos"] += record.flat_cost_nanos
+        fields["estimated"] = usage.estimated or unchanged.estimated  # the saving is an estimate too
         return CostEvent(
             id=record.request_id,
             time_ms=int(record.started_at * 1000),

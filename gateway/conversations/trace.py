@@ -86,6 +86,8 @@ class ConversationTrace:
     """What went upstream, when the gateway rewrote it."""
     compacted: bool = False
     """The rewrite included a summary (not only excerpts)."""
+    memory_seconds: float = 0.0
+    """The state is kept at least this long (``limits.conversation_memory_seconds``), past the retention."""
     _chains: dict[str, Chain] = field(default_factory=dict)
 
     def chain(self, which: str = "received") -> Chain:
@@ -146,4 +148,5 @@ def trace_of(
         received=Prompt(plan.front, body, count),
         sent=sent,
         compacted=sent is not None and Action.COMPRESS in plan.decision.applied,
+        memory_seconds=config.limits.conversation_memory_seconds,
     )

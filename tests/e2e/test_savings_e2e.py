@@ -148,3 +148,41 @@ def test_the_caching_mock_can_be_turned_off(mock: httpx.Client, mock_url: str, t
     assert warm.usage.prompt_tokens_details is not None and off.usage.prompt_tokens_details is not None
     assert warm.usage.prompt_tokens_details.cached_tokens >= 1024
     assert off.usage.prompt_tokens_details.cached_tokens == 0
+
+
+def test_a_conversation_back_after_a_pause_longer_than_the_retention_is_priced_cold(
+    tmp_path: Path, mock: httpx.Client, mock_url: str, redis_url: str
+) -> None:
+    """Its state outlives the cache (``limits.conversation_memory_seconds``): the returning turn is known
+    to be cold, so the unchanged request is priced with nothing cached, as the provider bills it."""
+    tenant = f"pause-{int(time.time() * 1000)}"
+    config = savings_config(mock_url, tenant)
+    config["providers"]["mock"]["prompt_cache"] = {"retention_seconds": 1}
+    path = write_config(tmp_path / "gateway.yaml", config)
+    prompts = session()
+    mock.post("/_reset")
+    with gateway_process(path, redis_url, tmp_path) as gateway:
+        through = openai.OpenAI(base_url=f"{gateway}/v1", api_key=TENANT_KEY, max_retries=0)
+        actions = []
+        for messages in prompts[:-1]:
+            raw = through.chat.completions.with_raw_response.create(
+                model="gpt-5.4", messages=messages, max_completion_tokens=50
+            )
+            actions.append(raw.headers["x-gateway-action"])
+        assert "compress" in actions
+        mock.post("/_control", json={"cache_age_seconds": 600})  # the provider's cache is gone
+        time.sleep(1.5)  # and the gateway's retention of 1 s has passed
+        last = through.chat.completions.with_raw_response.create(
+            model="gpt-5.4", messages=prompts[-1], max_completion_tokens=50
+        )
+        request_id = last.headers["x-gateway-request-id"]
+        stored = events(gateway, tenant, len(prompts))
+    [event] = [e for e in stored if e["id"] == request_id]
+    assert event["action"] == "compress"  # a cold cache: the rewrite costs nothing extra
+    assert (event["counterfactual_basis"], event["counterfactual_cached_tokens"]) == ("conversation_cold", 0)
+    assert event["estimated"] is False
+    # what forwarding it would really have cost: the whole prompt uncached, as the cold provider bills it
+    unchanged = Usage(input_tokens=int(last.headers["x-gateway-prompt-tokens"]), output_tokens=50)
+    answer_tokens = event["output_tokens"]
+    expected = price(Usage(unchanged.input_tokens, 0, answer_tokens), GPT_5_4).total_nanos
+    assert int(Decimal(event["counterfactual_usd"]) * 10**9) == expected

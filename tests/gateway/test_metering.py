@@ -190,6 +190,7 @@ def test_recorder_unknown_conversation_is_priced_from_the_tenant_share_and_marke
     )
     assert event.counterfactual_cached_tokens == 180_000 and event.counterfactual_basis == "tenant_share"
     assert event.counterfactual_nanos == 20_000 * 2_500 + 180_000 * 250 + 100 * 15_000
+    assert event.estimated  # the usage is the provider's, but the saving rests on an estimate
 
 
 def test_recorder_request_sent_above_the_line_is_billed_at_the_tier() -> None:
