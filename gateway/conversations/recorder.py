@@ -39,6 +39,8 @@ async def remember_state(store: ConversationStore, trace: ConversationTrace) -> 
             state.sent.retention_seconds if state.sent is not None else 0.0,
         ),
         now_ms=int(time.time() * 1000),
+        opening=trace.opening,
+        opening_seconds=trace.retention_seconds,
     )
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.config import GatewayConfig, PromptCacheConfig, prompt_cache_of
-from gateway.conversations.fingerprint import Breakpoint, Chain, anchor_of, chain_of
+from gateway.conversations.fingerprint import Breakpoint, Chain, Opening, anchor_of, chain_of, opening_of
 from gateway.conversations.state import Seen
 from gateway.messages.breakpoints import ttls
 from gateway.messages.view import BREAKPOINTS
@@ -72,6 +72,14 @@ def anchor_for(prompt: Prompt, chain: Chain) -> str:
     return anchor_of(chain, messages, cache_key=prompt.body.get("prompt_cache_key"))
 
 
+def opening_for(prompt: Prompt, chain: Chain) -> Opening | None:
+    """The prompt's opening prefix (``fingerprint.opening_of``), for an implicit cache only: an explicit
+    one keeps no prefix that no breakpoint ends."""
+    if chain.breakpoints is not None:
+        return None
+    return opening_of(chain, prompt.front.messages(prompt.body))
+
+
 @dataclass(slots=True)
 class ConversationTrace:
     tenant: str
@@ -101,6 +109,10 @@ class ConversationTrace:
     @property
     def anchor(self) -> str:
         return anchor_for(self.received, self.chain())
+
+    @property
+    def opening(self) -> Opening | None:
+        return opening_for(self.received, self.chain())
 
     def adopt(self, chain: Chain) -> None:
         """Take the received prompt's chain computed already (when the conversation was read)."""

@@ -376,7 +376,10 @@ async def test_compressed_request_event_carries_the_counterfactual_and_its_summa
     [main] = [e for e in events if e.id == request_id]
     side = sorted((e for e in events if e.parent_id == request_id), key=lambda e: int(e.id.rsplit(":", 1)[1]))
     assert main.id == request_id and main.parent_id is None and main.action == "compress"
-    assert not main.estimated and main.tier is None
+    assert main.tier is None
+    # a conversation the gateway has not seen: the unchanged request's cache is not known, so its saving
+    # is an estimate, and says so (the usage itself is the provider's)
+    assert main.counterfactual_basis == "none" and main.estimated
     unchanged = Usage(input_tokens=received, output_tokens=main.output_tokens)
     assert main.counterfactual_nanos == price(unchanged, _pricing()).total_nanos > main.cost_nanos
     assert side, "the summary calls have their own events"

@@ -186,3 +186,39 @@ def test_a_conversation_back_after_a_pause_longer_than_the_retention_is_priced_c
     answer_tokens = event["output_tokens"]
     expected = price(Usage(unchanged.input_tokens, 0, answer_tokens), GPT_5_4).total_nanos
     assert int(Decimal(event["counterfactual_usd"]) * 10**9) == expected
+
+
+def test_an_edited_first_message_is_priced_with_only_the_opening_the_provider_still_holds(
+    savings_gateway: tuple[str, str], mock: httpx.Client, mock_url: str
+) -> None:
+    """The edit names a new conversation, unknown to the gateway: what the unchanged request shares with
+    what the provider holds is the opening (tools, system prompt), not the tenant's usual cached share."""
+    gateway, tenant = savings_gateway
+    system = {"role": "system", "content": "You review contracts clause by clause. " * 300}
+    prompts = [[system, *messages[1:]] for messages in session()[:14]]
+    through = openai.OpenAI(base_url=f"{gateway}/v1", api_key=TENANT_KEY, max_retries=0)
+    for messages in prompts[:-1]:
+        through.chat.completions.create(model="gpt-5.4", messages=messages, max_completion_tokens=50)
+    edited = [dict(message) for message in prompts[-1]]
+    edited[1]["content"] = "Edited: " + edited[1]["content"]
+    raw = through.chat.completions.with_raw_response.create(
+        model="gpt-5.4", messages=edited, max_completion_tokens=50
+    )
+    assert raw.headers["x-gateway-action"] == "compress"
+    request_id = raw.headers["x-gateway-request-id"]
+    deadline = time.monotonic() + 20
+    found: list[dict[str, Any]] = []
+    while not found and time.monotonic() < deadline:
+        found = [e for e in events(gateway, tenant, 10_000, timeout=0.5) if e["id"] == request_id]
+    [event] = found
+    assert event["counterfactual_basis"] == "opening" and event["estimated"] is False
+    # what the provider really holds of the edited request: the system prompt, as the mock bills it
+    direct = openai.OpenAI(base_url=f"{mock_url}/v1", api_key="unused", max_retries=0)
+    answer = direct.chat.completions.create(model="gpt-5.4", messages=edited, max_completion_tokens=50)
+    assert answer.usage is not None and answer.usage.prompt_tokens_details is not None
+    held = answer.usage.prompt_tokens_details.cached_tokens or 0
+    assert held >= 1024  # the long system prompt was cached by the requests before
+    assert abs(event["counterfactual_cached_tokens"] - held) <= 128, (
+        event["counterfactual_cached_tokens"],
+        held,
+    )

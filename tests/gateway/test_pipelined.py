@@ -36,12 +36,7 @@ from gateway.pipelined import WriteFailed, is_transient
         (BusyLoadingError("Redis is loading the dataset in memory"), True),
         (NoScriptError("No matching script."), True),
         (ResponseError("OOM command not allowed when used memory > 'maxmemory'."), True),
-        (
-            ResponseError(
-                "Error running script (call to f_1): @user_script:3: -NOREPLICAS Not enough good replicas to write."
-            ),
-            True,
-        ),  # noqa: E501
+        (ResponseError("Error running script (call to f_1): @user_script:3: -NOREPLICAS Not enough good replicas to write."), True),  # noqa: E501
         (ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"), False),
         (ResponseError("ERR Error running script (call to f_1): @user_script:1: user_script:1: oops"), False),
     ],
