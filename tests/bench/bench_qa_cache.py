@@ -3,7 +3,8 @@
 Run: ``.venv/bin/python -m tests.bench.bench_qa_cache [--tokens N] [--questions N] [--budget TOKENS]``.
 
 A document of about 500K tokens of generated prose (tests/fixtures/haystack.py) with one planted fact
-per question ("The magic number for key X-NNNN is NNNNN.", spread through the document), asked one
+per question, spread through the document ("The magic number for key X-NNNN is NNNNN." and "The
+secret code for the red observatory is NNNN-DELTA." taking turns), asked one
 after the other in one conversation: the document and the first question in the first user message,
 then each answer (which quotes the fact) and the next question. Each request goes through
 ``RetrieveRelevantChunks`` at the budget the default policy gives gpt-5.4 (half the warning line) and,
@@ -27,7 +28,14 @@ from typing import Any
 
 from compressors.retrieval import RetrievalRequest, RetrievalSettings, RetrieveRelevantChunks
 from tests.bench.bench_retrieval import MemoryCache
-from tests.fixtures.haystack import Needle, TiktokenCounter, build_haystack, multi_key_needles, o200k_encoding
+from tests.fixtures.haystack import (
+    Needle,
+    TiktokenCounter,
+    build_haystack,
+    multi_key_needles,
+    o200k_encoding,
+    single_needle,
+)
 from tests.mock.cache import PromptCache
 
 MODEL = "gpt-5.4"
@@ -120,21 +128,41 @@ def report(title: str, turns: list[Turn]) -> bool:
     return ok
 
 
+def planted(depths: list[float], seed: int) -> list[Needle]:
+    """One fact per depth, asked in two styles taking turns (so that questions share fewer words): a
+    key's magic number, a thing's secret code (each thing once)."""
+    keys, _ = multi_key_needles(depths=depths, asked=0, seed=seed)
+    codes: dict[str, Needle] = {}
+    variant = 1
+    while len(codes) < len(depths):
+        needle = single_needle(depth=0.0, variant=variant)
+        codes.setdefault(needle.question, needle)
+        variant += 1
+    things = list(codes.values())
+    return [
+        keys[number] if number % 2 == 0 else replace(things[number], depth=depth)
+        for number, depth in enumerate(depths)
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--tokens", type=int, default=500_000, help="document size in tokens")
     parser.add_argument("--questions", type=int, default=15)
     parser.add_argument("--budget", type=int, default=125_000, help="retrieval budget in tokens")
     parser.add_argument("--seed", type=int, default=24)
+    parser.add_argument("--stable-share", type=float, default=None, help="default: the settings' default")
     arguments = parser.parse_args()
     counter = TiktokenCounter(o200k_encoding())
     count = arguments.questions
     depths = [0.03 + 0.94 * number / max(1, count - 1) for number in range(count)]
-    needles, _ = multi_key_needles(depths=depths, asked=0, seed=arguments.seed)
+    needles = planted(depths, arguments.seed)
     order = sorted(range(count), key=lambda number: (number * 7) % count)  # asked out of document order
     asked = [needles[number] for number in order]
     document = build_haystack(tokens=arguments.tokens, counter=counter, seed=arguments.seed, needles=needles)
     settings = RetrievalSettings(budget_tokens=arguments.budget)
+    if arguments.stable_share is not None:
+        settings = replace(settings, stable_share=arguments.stable_share)
     print(
         f"document Q&A: {counter.count_text(document):,} tokens, {count} questions, budget "
         f"{arguments.budget:,}, {MODEL} prices (x{TIER_MULTIPLIER:g} above {TIER_ABOVE:,})"
