@@ -100,9 +100,10 @@ def assemble(
     """Select and place chunks; ``ranking`` lists (document number, chunk number), best first.
 
     With a ``stable_share``, each document's excerpts come in two parts (see ``stable``): ``kept``
-    when it is valid for these documents and takes at most halfway from that share of the room to
-    all of it (the turns grow, so the room shrinks: a little slack spares a rewrite each turn), else
-    the best-ranked chunks within that share; then the best-ranked others in what is left.
+    when it is valid for these documents and takes at least half that share of the room and at most
+    halfway from that share to all of it (the turns grow, so the room shrinks: a little slack spares a
+    rewrite each turn), else the best-ranked chunks within that share; then the best-ranked others in
+    what is left.
     """
     staged = stable_share > 0
     core: list[set[int]] = [set() for _ in placed]
@@ -127,7 +128,7 @@ def assemble(
                 _set_cost(item.index, selected, marker_cost)
                 for item, selected, marker_cost in zip(placed, core, marker_costs, strict=True)
             )
-            reused = cost <= keep_cap
+            reused = 0 < cost and cap // 2 <= cost <= keep_cap  # else too small a share of the room to keep
             if reused:  # in document order, so that trimming (rare) drops the last ones first
                 core_taken = [
                     (number, chunk, 0) for number, selected in enumerate(core) for chunk in sorted(selected)

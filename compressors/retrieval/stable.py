@@ -13,11 +13,14 @@ about the same document send the same kept part, so the request up to its end is
 before and cached.
 
 The kept part is chosen again (a deliberate cache rewrite) only when it no longer fits (a smaller
-budget, a longer skeleton), when the document changed (another index) or when it is forgotten (no
-question about the document for the Cache's TTL, by when the provider's cache is long cold too).
+budget, a longer skeleton), when it takes less than half its share of the room (a larger budget), when
+the document changed (another index) or when it is forgotten (no question about the document for the
+Cache's TTL, by when the provider's cache is long cold too). What it holds does not change what the
+cache saves, only what the later questions see besides their own excerpts; so it is not rewritten for
+being less relevant to them (that would cost a rewrite and save nothing).
 
-``expected_stable_tokens`` gives the planner the figure it needs to price retrieval against forwarding
-with a warm cache, without running the retriever.
+``expected_stable_tokens`` gives the figure needed to price retrieval against forwarding with a warm
+cache, without running the retriever.
 """
 
 from __future__ import annotations

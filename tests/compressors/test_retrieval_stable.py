@@ -129,7 +129,7 @@ async def test_the_kept_part_is_shared_through_the_cache_with_another_instance(
 
 
 @pytest.mark.anyio
-async def test_a_kept_part_that_no_longer_fits_is_chosen_again_within_the_budget(
+async def test_a_kept_part_that_no_longer_fits_or_is_too_small_is_chosen_again(
     counter: TiktokenCounter, document: str, needles: list[Needle]
 ) -> None:
     retriever = RetrieveRelevantChunks(RetrievalSettings(budget_tokens=BUDGET))
@@ -139,6 +139,9 @@ async def test_a_kept_part_that_no_longer_fits_is_chosen_again_within_the_budget
     assert needles[2].text in smaller.messages[1]["content"]
     again = await _ask(retriever, _conversation(document, needles, 1), counter, budget=BUDGET // 2)
     assert again.kept_reused and _stable_end(again.messages) == _stable_end(smaller.messages)
+    larger = await _ask(retriever, _conversation(document, needles, 3), counter, budget=BUDGET * 2)
+    assert not larger.kept_reused and larger.kept_tokens > 2 * smaller.kept_tokens
+    assert needles[3].text in larger.messages[1]["content"]
 
 
 @pytest.mark.anyio
