@@ -1,16 +1,18 @@
 """Benchmark of document Q&A against the provider's prompt cache: retrieval versus forwarding unchanged.
 
-Run: ``.venv/bin/python -m tests.bench.bench_qa_cache [--tokens N] [--questions N] [--budget TOKENS]``.
+Run: ``.venv/bin/python -m tests.bench.bench_qa_cache [--tokens N] [--questions N] [--budget TOKENS]
+[--stable-share S] [--stateless]``.
 
 A document of about 500K tokens of generated prose (tests/fixtures/haystack.py) with one planted fact
-per question, spread through the document ("The magic number for key X-NNNN is NNNNN." and "The
-secret code for the red observatory is NNNN-DELTA." taking turns), asked one
-after the other in one conversation: the document and the first question in the first user message,
-then each answer (which quotes the fact) and the next question. Each request goes through
-``RetrieveRelevantChunks`` at the budget the default policy gives gpt-5.4 (half the warning line) and,
-separately, forwarded unchanged; the mock provider's prompt cache (tests/mock/cache.py: blocks of 128
-tokens, a 1,024-token minimum prefix, chained) says how much of each is cached, and each is priced at
-gpt-5.4's list prices with its tier (2x input and cached input above 272K tokens).
+per question, spread through the document ("The magic number for key X-NNNN is NNNNN." and "The secret
+code for the red observatory is NNNN-DELTA." taking turns), asked one after the other in one
+conversation: the document and the first question in the first user message, then each answer (which
+quotes the fact) and the next question (``--stateless``: each request the document and one question, no
+history). Each request goes through ``RetrieveRelevantChunks`` at the budget the default policy gives
+gpt-5.4 (half the warning line) and, separately, is forwarded unchanged; the mock provider's prompt
+cache (tests/mock/cache.py: blocks of 128 tokens, a 1,024-token minimum prefix, chained) says how much of
+each is cached, and each is priced at gpt-5.4's list prices with its tier (2x input and cached input
+above 272K tokens).
 
 Printed per question, for retrieval with one part chosen per question (``stable_share=0``, the old
 layout) and with a kept part (the default): the request's tokens, the cached share, its cost against
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -73,14 +76,26 @@ def conversation(document: str, needles: list[Needle], upto: int) -> list[dict[s
     return messages
 
 
+def stateless(document: str, needles: list[Needle], upto: int) -> list[dict[str, Any]]:
+    """The request that asks question ``upto`` alone: the document and that question, no history."""
+    return [
+        {"role": "system", "content": "Answer questions about the document the user gave."},
+        {"role": "user", "content": f"{document}\n\n{needles[upto].question}"},
+    ]
+
+
 async def run(
-    settings: RetrievalSettings, counter: TiktokenCounter, document: str, needles: list[Needle]
+    settings: RetrievalSettings,
+    counter: TiktokenCounter,
+    document: str,
+    needles: list[Needle],
+    shape: Callable[[str, list[Needle], int], list[dict[str, Any]]],
 ) -> list[Turn]:
     retriever = RetrieveRelevantChunks(settings, cache=MemoryCache())
     retrieved, forwarded = PromptCache(), PromptCache()
     turns = []
     for number, needle in enumerate(needles):
-        messages = conversation(document, needles, number)
+        messages = shape(document, needles, number)
         result = await retriever(RetrievalRequest(messages, counter))
         assert result.outcome == "retrieved", result.outcome
         tokens, cached = retrieved.chat({"model": MODEL, "messages": result.messages})
@@ -151,6 +166,7 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=15)
     parser.add_argument("--budget", type=int, default=125_000, help="retrieval budget in tokens")
     parser.add_argument("--seed", type=int, default=24)
+    parser.add_argument("--stateless", action="store_true", help="each request the document and one question")
     parser.add_argument("--stable-share", type=float, default=None, help="default: the settings' default")
     arguments = parser.parse_args()
     counter = TiktokenCounter(o200k_encoding())
@@ -167,9 +183,10 @@ def main() -> None:
         f"document Q&A: {counter.count_text(document):,} tokens, {count} questions, budget "
         f"{arguments.budget:,}, {MODEL} prices (x{TIER_MULTIPLIER:g} above {TIER_ABOVE:,})"
     )
-    before = asyncio.run(run(replace(settings, stable_share=0.0), counter, document, asked))
+    shape = stateless if arguments.stateless else conversation
+    before = asyncio.run(run(replace(settings, stable_share=0.0), counter, document, asked, shape))
     report("excerpts chosen per question (stable_share 0, one part)", before)
-    after = asyncio.run(run(settings, counter, document, asked))
+    after = asyncio.run(run(settings, counter, document, asked, shape))
     ok = report(f"kept part + per-question part (stable_share {settings.stable_share:g})", after)
     print("\nall targets met" if ok else "\nsome targets MISSED")
 
