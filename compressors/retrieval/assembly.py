@@ -128,7 +128,7 @@ def assemble(
                 _set_cost(item.index, selected, marker_cost)
                 for item, selected, marker_cost in zip(placed, core, marker_costs, strict=True)
             )
-            reused = 0 < cost and cap // 2 <= cost <= keep_cap  # else too small a share of the room to keep
+            reused = 0 < cost and cap // 2 <= cost <= keep_cap
             if reused:  # in document order, so that trimming (rare) drops the last ones first
                 core_taken = [
                     (number, chunk, 0) for number, selected in enumerate(core) for chunk in sorted(selected)
