@@ -232,8 +232,11 @@ async def plan_chat(
                 facts = replace(facts, prompt_tokens=confirmed)
                 decision = engine.decide(facts)
     if plan.confirmed_tokens is None and estimated and near:
+        own_band = decision.band
         facts = replace(facts, prompt_tokens=margin.top(facts.prompt_tokens, estimated=True))
         decision = engine.decide(facts)
+        if decision.band is not own_band:
+            decision = replace(decision, warnings=(*decision.warnings, margin.unconfirmed(counted_tokens)))
     if stored is not None:
         decision = _without_transforms(engine, decision, facts, stored)
     if decision.rejection is not None:

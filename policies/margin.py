@@ -51,6 +51,13 @@ class CountMargin:
             return tokens
         return tokens + math.ceil(Decimal(repr(self.ratio)) * tokens)
 
+    def unconfirmed(self, tokens: int) -> str:
+        """The warning of an estimate decided at its top, in another band than its own (ASCII)."""
+        return (
+            f"input tokens estimated at {tokens}, unconfirmed by the provider: decided as "
+            f"{self.top(tokens, estimated=True)} (confirm_within_ratio {self.ratio})"
+        )
+
 
 NO_MARGIN = CountMargin()
 """No confirmation, no allowance for an estimate's error."""

@@ -97,6 +97,22 @@ def test_a_confirmed_estimate_is_decided_on_the_providers_count(
     assert "warning line" in response.headers["x-gateway-warning"]
 
 
+def test_an_unconfirmed_estimate_moved_to_another_band_says_so(
+    tmp_path: Path, redis_url: str, tenant: str
+) -> None:
+    body, estimate = long_body()
+    far = settings(tenant, estimate, offered=False, gap=estimate // 10)  # the warning line within 20%
+    far["policies"]["bands"][MODEL]["cliff_tokens"] = 3 * estimate
+    response, _ = send(tmp_path, redis_url, far, body, httpx.Response(500, json={}))
+    assert response.status_code == 200 and response.headers["x-gateway-action"] == "forward"
+    top = estimate + math.ceil(0.2 * estimate)
+    assert (
+        f"input tokens estimated at {estimate}, unconfirmed by the provider: decided as {top} "
+        "(confirm_within_ratio 0.2)"
+    ) in response.headers["x-gateway-warning"]
+    assert response.headers["x-gateway-forwarded-tokens"] == str(estimate)
+
+
 def test_without_the_ratio_the_estimate_is_taken_as_it_is(
     tmp_path: Path, redis_url: str, tenant: str
 ) -> None:

@@ -69,3 +69,10 @@ def test_the_ratio_is_a_share_below_one(ratio: float) -> None:
         PoliciesConfig.model_validate(
             make_section(default={"name": "default", "confirm_within_ratio": ratio})
         )
+
+
+def test_the_warning_of_an_unconfirmed_estimate_names_both_counts() -> None:
+    assert SHIPPED.unconfirmed(178_000) == (
+        "input tokens estimated at 178000, unconfirmed by the provider: decided as 213600 "
+        "(confirm_within_ratio 0.2)"
+    )
