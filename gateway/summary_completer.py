@@ -30,8 +30,10 @@ MESSAGES_PATH = "/messages"
 
 
 def messages_only(runtime: Runtime, model: str) -> bool:
-    """Whether ``model`` is served by a ``kind: anthropic`` provider, so it must be called on Messages."""
-    return runtime.candidates(model)[0].provider.kind == "anthropic"
+    """Whether ``model`` is served by a ``kind: anthropic`` provider, so it must be called on Messages (a
+    model the config does not know is not: its call fails as a transform's, where it is made)."""
+    routes = runtime.routes.get(model)
+    return routes is not None and bool(routes) and routes[0].provider.kind == "anthropic"
 
 
 class MessagesCompleter:
