@@ -21,8 +21,9 @@ import orjson
 from gateway.errors import ContextLengthExceeded, GatewayError, PermissionDenied, ServiceUnavailable
 from gateway.runtime import Route, Runtime
 from gateway.tokens.counter import TokenCount, TokenCounter
-from policies import Action, Decision, Facts, PolicyEngine, Rejection
+from policies import Action, Decision, Facts, ModelBands, PolicyEngine, Rejection
 from policies.facts import CacheFacts
+from policies.margin import CountMargin
 
 INLINE_COUNT_BYTES = 16 * 1024
 
@@ -46,6 +47,9 @@ class Front(Protocol):
     """How one API shape shows its prompt to counting and the transforms: chat messages as they are,
     or another shape (Responses input items) through an adapter to chat-style messages and back."""
 
+    approximate: bool
+    """Its counts are estimates whatever the model (Messages: Claude's tokenizer is not public)."""
+
     def count(self, counter: TokenCounter, model: str, body: Mapping[str, Any]) -> TokenCount: ...
 
     def upper_bound(
@@ -63,6 +67,8 @@ class Front(Protocol):
 
 class ChatFront:
     """Chat completions: the messages are the body's own."""
+
+    approximate = False
 
     def count(self, counter: TokenCounter, model: str, body: Mapping[str, Any]) -> TokenCount:
         return counter.count_chat(model, body)
@@ -167,9 +173,11 @@ async def plan_chat(
     the count for the decision; since it cannot be transformed, a decision to transform follows the
     policy's fallbacks (forward with a warning when the invariant allows, else reject). ``confirm``: the
     provider's count of the whole prompt (stored history included), asked for when the count is near a
-    line (the policy's ``confirm_within_tokens``), the stored history is unknown, or always
-    (``confirm_always``: a count the gateway can only estimate, on a provider set to confirm every one),
-    and decided on.
+    line (the decision's ``margin``: ``confirm_within_tokens``, or for an estimated count its
+    ``confirm_within_ratio``), the stored history is unknown, or always (``confirm_always``: a count the
+    gateway can only estimate, on a provider set to confirm every one), and decided on. An estimated count
+    near a line that is not confirmed (no ``confirm``, or no answer) is decided at the top of its error
+    band, and so is a transformed request's estimate near a line: an undercount never crosses a line.
     ``conversation``: the cache state of the request's conversation, asked for a request counted at or
     above the warning line (the engine decides the warning band with it). ``rejected``: told of the plan
     (its decision a rejection, its prompt counted) before the rejection is raised as the error to answer.
@@ -180,13 +188,15 @@ async def plan_chat(
         await admit(front.upper_bound(counter, model, body, body_len), None)
         return Plan(decision=None, body=body, front=front)
     plan = Plan(decision=None, body=body, front=front)
+    estimated = estimated_counts(front, counter, model)
     if body_len <= INLINE_COUNT_BYTES:
         plan.count = front.count(counter, model, body)
         tokens = plan.count.total
     else:
         bound = front.upper_bound(counter, model, body, body_len)
         extra = stored.tokens if stored is not None else 0
-        if bound + extra < bands.warning:
+        # an estimate's error is under itself (``confirm_within_ratio`` < 1): twice the bound covers it
+        if bound * (2 if estimated else 1) + extra < bands.warning:
             tokens = bound
             plan._pending = asyncio.ensure_future(anyio.to_thread.run_sync(front.count, counter, model, body))
         else:
@@ -210,16 +220,23 @@ async def plan_chat(
         latest_instruction=instruction,
     )
     decision = engine.decide(facts)
+    counted_tokens = facts.prompt_tokens
     unknown_history = stored is not None and stored.tokens == 0
-    if confirm is not None and (
-        confirm_always or unknown_history or bands.near_line(facts.prompt_tokens, decision.confirm_within)
-    ):
+    margin = decision.margin
+    near = margin.near_line(bands, facts.prompt_tokens, estimated=estimated)
+    if confirm is not None and (confirm_always or unknown_history or near):
         confirmed = await confirm()
         if confirmed is not None:
             plan.confirmed_tokens = confirmed
             if confirmed != facts.prompt_tokens:
                 facts = replace(facts, prompt_tokens=confirmed)
                 decision = engine.decide(facts)
+    if plan.confirmed_tokens is None and estimated and near:
+        own_band = decision.band
+        facts = replace(facts, prompt_tokens=margin.top(facts.prompt_tokens, estimated=True))
+        decision = engine.decide(facts)
+        if decision.band is not own_band:
+            decision = replace(decision, warnings=(*decision.warnings, margin.unconfirmed(counted_tokens)))
     if stored is not None:
         decision = _without_transforms(engine, decision, facts, stored)
     if decision.rejection is not None:
@@ -238,7 +255,7 @@ async def plan_chat(
         plan.changed = True
         counted = await _count_async(runtime, front, model, rebuilt, body_len)  # off the loop when large
         plan.sent_count = counted
-        decision = engine.after_transform(decision, facts, counted.total)
+        decision = engine.after_transform(decision, facts, _safe(margin, bands, counted.total, estimated))
     if decision.rejection is not None:
         raise _rejecting(plan, decision, rejected)
     plan.decision = decision
@@ -246,9 +263,27 @@ async def plan_chat(
         plan.body = rebuilt
     if stored is not None:
         plan.forwarded_tokens = plan.received_tokens
+    elif plan.changed and estimated and plan.sent_count is not None:
+        plan.forwarded_tokens = plan.sent_count.total  # the estimate, not the top it was decided at
+    elif not plan.changed and plan.confirmed_tokens is None and plan.count is not None:
+        plan.forwarded_tokens = counted_tokens
     else:
         plan.forwarded_tokens = decision.tokens if (plan.changed or plan.count is not None) else None
     return plan
+
+
+def estimated_counts(front: Front, counter: TokenCounter, model: str) -> bool:
+    """Whether the gateway's counts for ``model`` on ``front`` stand in for a tokenizer it does not have
+    (Messages: Claude's; any front: a model whose encoding is the configured default), so their error
+    grows with the prompt (``policies.margin``)."""
+    return front.approximate or counter.profile(model).approximate
+
+
+def _safe(margin: CountMargin, bands: ModelBands, tokens: int, estimated: bool) -> int:
+    """The count to check a transformed request on: an estimate near a line at the top of its band."""
+    if estimated and margin.near_line(bands, tokens, estimated=True):
+        return margin.top(tokens, estimated=True)
+    return tokens
 
 
 async def _count_async(

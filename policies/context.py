@@ -81,7 +81,7 @@ class Context:
                 action is Action.FORWARD and precompress_at is not None and self.tokens >= precompress_at
             ),
             rejection=rejection,
-            confirm_within=self.policy.confirm_within,
+            margin=self.policy.margin,
         )
 
 

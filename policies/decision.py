@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from policies.bands import Band, ModelBands
+from policies.margin import NO_MARGIN, CountMargin
 from policies.settings import CompressSettings, RetrieveSettings
 
 
@@ -76,7 +77,13 @@ class Decision:
     reason: str | None = None
     """Why a warning-band request was forwarded or compressed when the cache decided it
     (``x-gateway-reason``)."""
-    confirm_within: int = 0
-    """The policy would rather have the provider's own count of a prompt this close to a line of the
-    requested model (``ModelBands.near_line``): the gateway asks when the provider offers it, then
-    decides again on that count."""
+    margin: CountMargin = NO_MARGIN
+    """How far the count may be from the provider's (``policies.margin``): within it of a line of the
+    requested model the policy would rather have the provider's own count, which the gateway asks when
+    the provider offers it, then decides again on that count; an estimate it could not confirm there is
+    decided again at the top of its error band."""
+
+    @property
+    def confirm_within(self) -> int:
+        """The margin of an exact count (``confirm_within_tokens``)."""
+        return self.margin.tokens
