@@ -283,15 +283,33 @@ def counterfactual_usage(record: RequestRecord, usage: Usage) -> tuple[Usage, Ba
         rerouted = record.action == "reroute" and record.called_model != record.requested_model
         return usage, Basis.AS_SENT if rerouted else Basis.FORWARDED  # a fallback saves nothing
     guess = record.counterfactual or CounterfactualCache(0, Basis.NONE)
+    received, scaled = unchanged_input(record, usage)
     unchanged = Usage(
-        input_tokens=record.prompt_tokens,
-        cached_input_tokens=min(guess.tokens, record.prompt_tokens),
+        input_tokens=received,
+        cached_input_tokens=min(guess.tokens, received),
         output_tokens=usage.output_tokens,
         reasoning_tokens=usage.reasoning_tokens,
-        estimated=usage.estimated or guess.estimated,
+        estimated=usage.estimated or guess.estimated or scaled,
         tool_uses=usage.tool_uses,  # the request unchanged would have used its tools as much
     )
     return unchanged, guess.basis
+
+
+def unchanged_input(record: RequestRecord, usage: Usage) -> tuple[int, bool]:
+    """The input tokens of the request as received, as the provider would have counted them, and
+    whether that is an estimate. Exact counts are the gateway's own; an estimated count (Claude's) is
+    replaced by the provider's count when the gateway asked for it, else scaled by how far the estimate
+    of what was sent fell from the provider's count of it (what decides the tier the unchanged request
+    would have hit: a 178K estimate the provider would have counted 207K is priced over the 200K tier)."""
+    prompt = record.prompt_tokens or 0
+    if not record.counts_estimated:
+        return prompt, False
+    if record.confirmed_tokens is not None:
+        return record.confirmed_tokens, False
+    sent = record.forwarded_tokens
+    if usage.estimated or not sent or usage.input_tokens <= 0:
+        return prompt, True
+    return round(prompt * usage.input_tokens / sent), True
 
 
 def _priced(usage: Usage, cost: Cost | None) -> dict[str, Any]:

@@ -321,6 +321,7 @@ class Pipeline:
         record.prompt_tokens = await plan.received()
         record.forwarded_tokens = plan.forwarded_tokens
         record.transformed = plan.changed
+        record.counts_estimated = plan.estimated
         tenant = runtime.config.tenants.get(record.tenant.name) if record.tenant else None
         if plan.changed and tenant is not None and tenant.report_prompt_tokens == "received":
             record.report_prompt_tokens = record.prompt_tokens

@@ -102,6 +102,8 @@ class Plan:
     sent_count: TokenCount | None = None
     """The count of the body as rewritten, when the transforms changed it."""
     front: Front = CHAT
+    estimated: bool = False
+    """The counts stand in for a tokenizer the gateway does not have (``estimated_counts``)."""
     _pending: Awaitable[TokenCount] | None = field(default=None, repr=False)
 
     async def received(self) -> int | None:
@@ -188,7 +190,7 @@ async def plan_chat(
         await admit(front.upper_bound(counter, model, body, body_len), None)
         return Plan(decision=None, body=body, front=front)
     plan = Plan(decision=None, body=body, front=front)
-    estimated = estimated_counts(front, counter, model)
+    estimated = plan.estimated = estimated_counts(front, counter, model)
     if body_len <= INLINE_COUNT_BYTES:
         plan.count = front.count(counter, model, body)
         tokens = plan.count.total
