@@ -215,7 +215,7 @@ class SummarizeOldTurns:
 
         recalled = await recall(
             messages,
-            view.replaced,
+            view.recallable(),
             asked=question(messages, selection.last_user),
             budget=min(settings.recall_tokens, limit - view.tokens),
             counter=self._counter,
