@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from compressors.protocols import Message, TokenCounter
-from compressors.summary.selection import ANSWER_ROLES, Selection
+from compressors.summary.selection import ANSWER_ROLES, Selection, answered
 from compressors.summary.settings import SummarySettings
 from compressors.summary.transcript import content_text
 
@@ -106,20 +106,6 @@ def apply(
         if shorter is not None:
             replaced[position] = shorter
     return replaced
-
-
-def answered(messages: Sequence[Message]) -> frozenset[int]:
-    """Positions of the tool outputs the model is about to answer: those after the last assistant
-    message, when it called tools (an assistant message after them has answered them already)."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if message.get("role") != "assistant":
-            continue
-        if not (message.get("tool_calls") or message.get("function_call")):
-            return frozenset()
-        after = range(index + 1, len(messages))
-        return frozenset(i for i in after if messages[i].get("role") in ANSWER_ROLES)
-    return frozenset()
 
 
 def _tool_outputs(messages: Sequence[Message], selection: Selection) -> Iterable[tuple[Ref, int]]:

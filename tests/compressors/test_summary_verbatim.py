@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import orjson
 import pytest
@@ -177,9 +178,9 @@ async def test_cap_excerpts_are_reproduced_on_reuse_while_newer_outputs_stay_who
 @pytest.mark.anyio
 async def test_cap_does_not_save_a_kept_part_over_the_target() -> None:
     messages = recent_tools_conversation()
-    settings = make_settings(**CAP, keep_recent_max_tokens=1, target_tokens=100)
+    settings = make_settings(**CAP, keep_recent_max_tokens=1, target_tokens=10)
     compressor, completer = make()
-    with pytest.raises(CannotCompress, match="over the target of 100") as caught:
+    with pytest.raises(CannotCompress, match="over the target of 10") as caught:
         await compressor.compress(messages, settings)
     assert caught.value.kept_tokens < kept_tokens(messages)
     assert completer.calls == 0
@@ -301,3 +302,31 @@ async def test_what_an_excerpt_leaves_out_is_recalled_for_a_question_about_it(
     assert "[from message 8]" in recalled["content"]  # the excerpted output, position 7
     again, _ = make(tiktoken_counter)
     assert orjson.dumps((await again.compress(messages, settings)).messages) == orjson.dumps(result.messages)
+
+
+def long_agent_turn(calls: int) -> list[Message]:
+    """An earlier exchange, then the current turn: a task and ``calls`` tool calls with long outputs."""
+    messages = conversation(1)
+    messages.append({"role": "user", "content": "fix the build"})
+    return messages + tool_loop([noise(n, 300) for n in range(calls)])[2:]
+
+
+@pytest.mark.anyio
+async def test_a_current_turn_over_the_target_has_its_older_calls_summarised_too() -> None:
+    """The floor keeps the whole current turn, over the target: its older calls are summarised (pairs
+    whole), the call the model is about to answer stays verbatim, and the next step reuses it all."""
+    messages = long_agent_turn(12)
+    settings = make_settings(keep_recent_turns=1, keep_recent_tokens=5_000, target_tokens=12_000)
+    assert COUNTER.count_messages(messages[3:]) > 12_000
+    compressor, completer = make()
+    result = await compressor.compress(messages, settings)
+    assert result.tokens_after <= 12_000
+    assert result.summarized is not None and max(result.summarized) > 3  # calls of the current turn
+    assert messages[3] in result.messages  # the task, the last user message
+    assert result.messages[-2:] == messages[-2:] and result.messages[-1] is messages[-1]
+    assert_tool_pairs_intact(result.messages)
+    step = messages + tool_loop([noise(40, 300)])[2:]
+    step[-2]["tool_calls"][0]["id"] = step[-1]["tool_call_id"] = "call_next"
+    after = await compressor.compress(step, replace(settings, reuse_tokens=100_000))
+    assert (after.reused, completer.calls) == (True, 1)
+    assert orjson.dumps(after.messages[: len(result.messages)]) == orjson.dumps(result.messages)
