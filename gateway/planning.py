@@ -169,9 +169,10 @@ async def plan_chat(
 
     ``front`` adapts the body's shape (chat by default). ``stored``: history held upstream, added to
     the count for the decision; since it cannot be transformed, a decision to transform follows the
-    policy's fallbacks (forward with a warning when the invariant allows, else reject). ``confirm``: the
-    provider's count of the whole prompt (stored history included), asked for when the count is near a
-    line (the policy's ``confirm_within_tokens``), the stored history is unknown, or always
+    policy's fallbacks (forward with a warning when the invariant allows, or over the cliff within the
+    window under ``on_exhausted: forward``; else reject). ``confirm``: the provider's count of the
+    whole prompt (stored history included), asked for when the count is near a line (the policy's
+    ``confirm_within_tokens``), the stored history is unknown, or always
     (``confirm_always``: a count the gateway can only estimate, on a provider set to confirm every one),
     and decided on.
     ``conversation``: the cache state of the request's conversation, asked for a request counted at or
