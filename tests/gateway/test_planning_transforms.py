@@ -15,7 +15,8 @@ import pytest
 
 from gateway.config import GatewayConfig
 from gateway.errors import ContextLengthExceeded
-from gateway.planning import Plan, plan_chat
+from gateway.planning import CHAT, Front, Plan, plan_chat
+from gateway.responses.front import RESPONSES
 from gateway.runtime import Runtime, build_runtime
 from policies import Action, Decision, Facts
 from tests.factories import make_config, shared_counter
@@ -30,16 +31,25 @@ def long_chat() -> list[dict[str, Any]]:
 
 
 class Scripted:
-    """Transforms that grow the request (``grows``) or keep its last ``keep`` messages."""
+    """Transforms that grow the request (``grows``), reorder it (``reorders``: a result the Responses
+    front cannot map back) or keep its first and last ``keep`` messages."""
 
-    def __init__(self, *, grows: frozenset[Action], keep: int = 3) -> None:
-        self.grows, self.keep = grows, keep
+    def __init__(
+        self,
+        *,
+        grows: frozenset[Action] = frozenset(),
+        reorders: frozenset[Action] = frozenset(),
+        keep: int = 3,
+    ) -> None:
+        self.grows, self.reorders, self.keep = grows, reorders, keep
         self.received: list[tuple[Action, list[Any]]] = []
 
     async def run(self, step: Action, messages: list[Any], decision: Decision, facts: Facts) -> list[Any]:
         self.received.append((step, messages))
         if step in self.grows:
             return [*messages[:-1], PADDING, messages[-1]]
+        if step in self.reorders:
+            return messages[::-1]
         return [messages[0], *messages[-self.keep :]]
 
 
@@ -49,8 +59,12 @@ def runtime(on_exhausted: str = "forward") -> Runtime:
     return build_runtime(GatewayConfig.model_validate(config), counter=shared_counter())
 
 
-async def planned(runtime: Runtime, messages: list[dict[str, Any]], transforms: Scripted) -> Plan:
-    body = {"model": "gpt-5.4", "messages": messages}
+async def planned(
+    runtime: Runtime, messages: list[dict[str, Any]], transforms: Scripted, front: Front = CHAT
+) -> Plan:
+    body: dict[str, Any] = {"model": "gpt-5.4", "messages": messages}
+    if front is RESPONSES:
+        body = {"model": "gpt-5.4", "input": [{"type": "message", **m} for m in messages[1:]]}
 
     async def admit(tokens: int, decision: Decision | None) -> None:
         return None
@@ -64,6 +78,7 @@ async def planned(runtime: Runtime, messages: list[dict[str, Any]], transforms: 
         headers={},
         transforms=transforms,
         admit=admit,
+        front=front,
     )
 
 
@@ -101,3 +116,16 @@ async def test_a_request_every_transform_grows_is_rejected_when_the_policy_says_
     transforms = Scripted(grows=frozenset({Action.COMPRESS, Action.RETRIEVE}))
     with pytest.raises(ContextLengthExceeded, match="made the request larger"):
         await planned(runtime("reject"), long_chat(), transforms)
+
+
+@pytest.mark.anyio
+async def test_a_transform_whose_result_cannot_be_mapped_back_leaves_the_next_one_its_input() -> None:
+    """Compression's result breaks the Responses items' order: retrieval gets the request as received."""
+    transforms = Scripted(reorders=frozenset({Action.COMPRESS}))
+    plan = await planned(runtime(), long_chat(), transforms, front=RESPONSES)
+    [(_, _), (_, retrieved)] = transforms.received
+    assert retrieved[0]["content"][0]["text"] == long_chat()[1]["content"]  # not the reordered list
+    assert plan.decision is not None and plan.decision.action is Action.RETRIEVE
+    assert [item["content"] for item in plan.body["input"]] == [
+        m["content"] for m in (long_chat()[1], *long_chat()[-3:])
+    ]
