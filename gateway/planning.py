@@ -5,6 +5,10 @@ counted inline (per-message counts are cached, so a growing conversation costs o
 body whose byte size proves it is below the warning line is decided on that bound, and counted exactly in a
 worker thread while the upstream call runs (for the response headers and the ledger). Anything else is
 counted before the decision, off the event loop when large.
+
+A transform never makes the request larger: when what it returns counts more tokens than it received,
+its input is kept and the policy treats the step as failed (lasting), so escalation moves on or sends
+the request as it stands (``policies.escalation``).
 """
 
 from __future__ import annotations
@@ -173,13 +177,14 @@ async def plan_chat(
 
     ``front`` adapts the body's shape (chat by default). ``stored``: history held upstream, added to
     the count for the decision; since it cannot be transformed, a decision to transform follows the
-    policy's fallbacks (forward with a warning when the invariant allows, else reject). ``confirm``: the
-    provider's count of the whole prompt (stored history included), asked for when the count is near a
-    line (the decision's ``margin``: ``confirm_within_tokens``, or for an estimated count its
-    ``confirm_within_ratio``), the stored history is unknown, or always (``confirm_always``: a count the
-    gateway can only estimate, on a provider set to confirm every one), and decided on. An estimated count
-    near a line that is not confirmed (no ``confirm``, or no answer) is decided at the top of its error
-    band, and so is a transformed request's estimate near a line: an undercount never crosses a line.
+    policy's fallbacks (forward with a warning when the invariant allows, or over the cliff within the
+    window under ``on_exhausted: forward``; else reject). ``confirm``: the provider's count of the whole
+    prompt (stored history included), asked for when the count is near a line (the decision's ``margin``:
+    ``confirm_within_tokens``, or for an estimated count its ``confirm_within_ratio``), the stored history
+    is unknown, or always (``confirm_always``: a count the gateway can only estimate, on a provider set to
+    confirm every one), and decided on. An estimated count near a line that is not confirmed (no
+    ``confirm``, or no answer) is decided at the top of its error band, and so is a transformed request's
+    estimate near a line: an undercount never crosses a line.
     ``conversation``: the cache state of the request's conversation, asked for a request counted at or
     above the warning line (the engine decides the warning band with it). ``rejected``: told of the plan
     (its decision a rejection, its prompt counted) before the rejection is raised as the error to answer.
@@ -246,16 +251,23 @@ async def plan_chat(
     await admit(facts.prompt_tokens, decision)
     messages: list[Any] = front.messages(body) if decision.transforms else []
     rebuilt: dict[str, Any] = body
+    # the gateway's own count of what the next transform receives: it may return no more than that
+    held = plan.count.total if plan.count is not None else decision.tokens
     while decision.transforms and decision.rejection is None:
         step = decision.transforms[0]
         try:
-            messages = await transforms.run(step, messages, decision, facts)
-            rebuilt = front.rebuild(body, messages)
+            produced = await transforms.run(step, messages, decision, facts)
+            candidate = front.rebuild(body, produced)
         except TransformFailed as exc:
             decision = engine.after_failure(decision, facts, reason=str(exc), lasting=exc.lasting)
             continue
+        counted = await _count_async(runtime, front, model, candidate, body_len)  # off the loop when large
+        if counted.total > held:  # never send more than the transform received: keep its input
+            reason = f"{step} made the request larger ({counted.total} of {held} tokens); its input is kept"
+            decision = engine.after_failure(decision, facts, reason=reason, lasting=True)
+            continue
+        messages, rebuilt, held = produced, candidate, counted.total
         plan.changed = True
-        counted = await _count_async(runtime, front, model, rebuilt, body_len)  # off the loop when large
         plan.sent_count = counted
         decision = engine.after_transform(decision, facts, _safe(margin, bands, counted.total, estimated))
     if decision.rejection is not None:

@@ -76,6 +76,7 @@ class Context:
             warnings=(*self.warnings, notices.above_cliff(target, self.tokens)) if above else self.warnings,
             transforms=transforms,
             allow_over_cliff=self.policy.allow_over_cliff,
+            on_exhausted=self.policy.on_exhausted,
             above_cliff=above,
             precompress=(
                 action is Action.FORWARD and precompress_at is not None and self.tokens >= precompress_at

@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from policies.bands import Band, ModelBands
 from policies.margin import NO_MARGIN, CountMargin
-from policies.settings import CompressSettings, RetrieveSettings
+from policies.settings import CompressSettings, Exhausted, RetrieveSettings
 
 
 class Action(StrEnum):
@@ -69,6 +69,8 @@ class Decision:
     passthrough: bool = False
     """The tenant opted out with ``x-gateway-policy: passthrough`` and is allowed to."""
     allow_over_cliff: bool = False
+    on_exhausted: Exhausted = Exhausted.FORWARD
+    """What happens to a request still over the cliff when no transform can cut it any further."""
     above_cliff: bool = False
     """The request goes upstream above ``model``'s cliff: the ledger records the cliff tier."""
     precompress: bool = False

@@ -209,6 +209,13 @@ class PolicyBody(_Strict):
     name: str = Field(min_length=1)
     mode: Literal["enforce", "observe"] = "enforce"
     allow_over_cliff: bool = Field(default=False, description="may forward above the cliff, with a warning")
+    on_exhausted: Literal["forward", "reject"] = Field(
+        default="forward",
+        description=(
+            "a request no transform can bring under the cliff: forward it within the context window "
+            "(with a warning, billed at the higher tier), or reject it with 400"
+        ),
+    )
     actions: BandActions = BandActions()
     compress: CompressConfig = CompressConfig()
     retrieve: RetrieveConfig = RetrieveConfig()
