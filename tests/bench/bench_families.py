@@ -326,7 +326,7 @@ class Bench:
     def prepare(self, family: Family, *, limited: bool) -> None:
         """A fresh mock: nothing cached, nothing recorded, the family's retention and window."""
         self.client.post(f"{self.mock}/_reset")
-        control: dict[str, Any] = {}
+        control: dict[str, Any] = dict(family.mock_control)
         if family.idle_retention is not None:
             control["cache_retention_seconds"] = family.idle_retention
         if limited and family.window_limited:
