@@ -305,15 +305,15 @@ class Row:
     unchanged_nanos: int
     client_nanos: int
     gateway_nanos: int
-    failed: int
-    pinned_seen: int
-    pinned_expected: int
-    asked_seen: int
-    asked_expected: int
-    switches: int
     cheap_calls: int
     over_cliff: int
-    actions: dict[str, int]
+    failed: int = 0
+    pinned_seen: int = 0
+    pinned_expected: int = 0
+    asked_seen: int = 0
+    asked_expected: int = 0
+    switches: int = 0
+    actions: dict[str, int] = field(default_factory=dict)
     unchanged_failed: int = 0
     client_failed: int = 0
     failures: list[str] = field(default_factory=list)
@@ -404,18 +404,19 @@ def measure(
             if tag is not None:
                 sent[tag] = body  # the last one sent for the step
     row = Row(
-        family.name,
-        family.description,
-        len(steps),
-        sum(answer.nanos for answer in unchanged),
-        summaries + sum(answer.nanos for answer in client),
-        sum(nanos(event["cost_usd"]) for event in events),
-        0, 0, 0, 0, 0, 0, cheap,
-        sum(1 for event in events if event["parent_id"] is None and event["input_tokens"] > family.cliff),
-        {},
+        family=family.name,
+        description=family.description,
+        requests=len(steps),
+        unchanged_nanos=sum(answer.nanos for answer in unchanged),
+        client_nanos=summaries + sum(answer.nanos for answer in client),
+        gateway_nanos=sum(nanos(event["cost_usd"]) for event in events),
+        cheap_calls=cheap,
+        over_cliff=sum(
+            1 for event in events if event["parent_id"] is None and event["input_tokens"] > family.cliff
+        ),
         unchanged_failed=sum(1 for answer in unchanged if answer.status >= 300),
         client_failed=sum(1 for answer in client if answer.status >= 300),
-    )  # fmt: skip
+    )
     actions: dict[str, list[str]] = defaultdict(list)
     for index, (step, answer) in enumerate(zip(steps, answers, strict=True)):
         if answer.status >= 300:

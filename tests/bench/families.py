@@ -239,9 +239,10 @@ def document_qa() -> list[Step]:
 
 
 def edits_and_branches() -> list[Step]:
-    """A chat growing 15K tokens a turn to about 330K, with two early instructions; then a retry of the
-    last request, an edit of the last user message (regenerated), and a branch back to the turn at about
-    237K (before the gateway compacted) continued for three turns, the last asking an early fact."""
+    """A chat growing 15K tokens a turn to about 330K, with two early instructions in a short message;
+    then a retry of the last request, an edit of the last user message (regenerated), and a branch back to
+    the turn at about 237K (before the gateway compacted) continued for three turns, the last asking an
+    early fact."""
     prose, rng = ProseGenerator(51), random.Random(51)
     rules = ("Cite the section number for every claim.", "Use metric units only.")
     early = fact(rng, "project code")
@@ -250,8 +251,8 @@ def edits_and_branches() -> list[Step]:
     lengths = []
     for turn in range(22):
         text = f"Turn {turn}. " + text_of(prose, 14_000)
-        if turn == 1:
-            text = f"{rules[0]} {rules[1]} {early}\n\n{text}"
+        if turn == 1:  # a short message of its own: instructions beside a paste are the pastes family's
+            text = f"{rules[0]} {rules[1]} {early}"
         history.append({"role": "user", "content": text})
         said = rules if turn >= 1 else ()
         steps.append(Step("edits", chat_body("gpt-5.4", history), said))
