@@ -15,7 +15,9 @@ it receives (a Responses request also with its raw body text), and can be told t
 - Prompt caching is simulated (``tests.mock.cache``): usage reports ``cached_tokens`` for the prefix an
   earlier request to the same model left within the retention, in 128-token blocks from 1,024 tokens;
   prompt tokens are counted exactly. ``_control`` takes ``{"cache": false}`` to turn it off and
-  ``{"cache_age_seconds": 600}`` to age what is cached (a pause without waiting).
+  ``{"cache_age_seconds": 600}`` to age what is cached (a pause without waiting);
+  ``{"cache_retention_seconds": 5}`` shortens the retention (time scaled down: real pauses of seconds
+  outlast it; ``/_reset`` restores 300).
 - ``_control`` takes ``{"models": {"<model>": {...}}}``: per-model behaviour (``tests.mock.behaviours``:
   slower on long prompts, shorter answers, another tool above a length, failing), merged by model.
 - ``GET /_requests``: what it received (path, headers without authorization values, JSON body);
@@ -172,6 +174,18 @@ def create_mock_app(agent: AgentScript | None = None) -> Starlette:
         if behaviour.fail_status is not None:
             error = {"message": "mock model failure", "type": "server_error", "param": None, "code": None}
             return behaviour, _json({"error": error}, behaviour.fail_status)
+        if behaviour.too_long(prompt_tokens):
+            message = (
+                f"This model's maximum context length is {behaviour.context_window} tokens. However, your "
+                f"messages resulted in {prompt_tokens} tokens. Please reduce the length of the messages."
+            )
+            error = {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+            return behaviour, _json({"error": error}, 400)
         return behaviour, None
 
     async def chat(request: Request) -> Response:
@@ -401,6 +415,7 @@ def create_mock_app(agent: AgentScript | None = None) -> Starlette:
         changes = orjson.loads(await request.body())
         state.cache.enabled = changes.pop("cache", state.cache.enabled)
         state.cache.age(changes.pop("cache_age_seconds", 0))
+        state.cache.retention = changes.pop("cache_retention_seconds", state.cache.retention)
         for model, spec in (changes.pop("models", None) or {}).items():
             state.models[model] = ModelBehaviour.of(spec)
         for key, value in changes.items():
@@ -421,6 +436,7 @@ def create_mock_app(agent: AgentScript | None = None) -> Starlette:
         state.behaviour = Behaviour()
         state.cache.enabled = True
         state.cache.reset()
+        state.cache.retention = PromptCache.retention
         state.requests.clear()
         state.responses.clear()
         state.running.clear()
