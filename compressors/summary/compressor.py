@@ -8,8 +8,8 @@ cheap-model call, the same bytes up to where the request grows, turn after turn,
 prompt cache keeps serving them. Only past ``reuse_tokens`` is a new compaction written, once across
 concurrent requests (single flight), aimed at ``target_tokens``: a part appended after the cached ones
 (or the first part, or a roll-up; see ``compaction``), with the tool outputs over the cap excerpted.
-Either way the request then gets, after the stable prefix, the excerpts of the summarised turns most
-relevant to its latest question (``recall``), within what the limit leaves.
+Either way the request then gets, right before its newest step (never last), the excerpts of the
+summarised turns most relevant to its latest question (``recall``), within what the limit leaves.
 """
 
 from __future__ import annotations

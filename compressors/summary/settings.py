@@ -27,7 +27,8 @@ class SummarySettings:
       excerpts until it fits or none is left. Blocks are never dropped by the cap, and it applies
       only when some block is summarised.
 
-    With neither aim nor floor set, only system messages and the last user message stay. A floor of
+    With neither aim nor floor set, only system messages, the last user message and the newest block
+    (the step the model answers) stay. A floor of
     one turn or more keeps an agent's whole tool loop (it is one turn): use 0 to summarise its old
     calls.
 
