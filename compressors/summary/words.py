@@ -79,19 +79,13 @@ def own_words(text: str, *, limit: int, counter: TokenCounter) -> str:
     if not typed:
         return ""
     sizes = [counter.count_text(unit.text) for unit in units]
-    marker = counter.count_text(_marker(units, sizes, range(len(units))))
-    picked: list[int] = []
-    spent = marker  # a marker at most between two chosen units, and one after the last
+    chosen: set[int] = set()
     for number in _from_both_ends(typed):
-        if spent + sizes[number] + marker > limit:
-            break
-        picked.append(number)
-        spent += sizes[number] + marker
-    while picked:  # the estimate above is generous; the exact count decides
-        quote = _render(units, sizes, set(picked))
-        if counter.count_text(quote) <= limit:
-            return quote
-        picked.pop()
+        if counter.count_text(_render(units, sizes, chosen | {number})) > limit:
+            break  # what is kept stays whole paragraphs at both ends, the middle left out
+        chosen.add(number)
+    if chosen:
+        return _render(units, sizes, chosen)
     return _first_words(units[typed[0]].text, limit, counter)
 
 

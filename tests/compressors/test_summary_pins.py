@@ -164,3 +164,57 @@ async def test_a_roll_up_pins_the_whole_span_again() -> None:
         (12, "switch to semicolons"),
     )
     assert pins in summary_messages(second.messages)[0] and second.pinned == 5
+
+
+def log_lines(count: int) -> str:
+    return "\n".join(
+        f"2024-05-01T12:00:{n % 60:02d}Z INFO request {n} took {n * 7 % 900}ms" for n in range(count)
+    )
+
+
+@pytest.mark.anyio
+async def test_pins_keep_the_users_words_beside_a_paste_and_leave_the_paste_out() -> None:
+    before = "Also: all timestamps are UTC ISO 8601. Here is the next log:"
+    after = "Flag every request slower than 500ms."
+    paste = f"{before}\n{log_lines(40)}\n{after}"
+    compressor, _ = make()
+    result = await compressor.compress(chat(paste=paste), pinning())
+    summary = summary_messages(result.messages)[0]
+    left_out = f"[\u2026 {len(log_lines(40)):,} tokens of pasted material left out by the gateway \u2026]"
+    pins = quoted(
+        (2, GOAL),
+        (4, "use tabs, not spaces"),
+        (6, f"{before}\n{left_out}\n{after}"),
+        (8, "also support quoted fields"),
+    )
+    assert summary.endswith(f"\n\n{pins}\n\n{good_summary('summary 1')}")
+    assert result.pinned == 4 and "request 7 took" not in summary.split("## User goal")[0]
+
+
+@pytest.mark.anyio
+async def test_pins_quote_the_own_words_of_a_long_first_message_rather_than_its_head_and_tail() -> None:
+    goal = "Parse these rows into a report grouped by hour:\n" + log_lines(60) + "\nUse UTC everywhere."
+    compressor, _ = make()
+    result = await compressor.compress(chat(goal), pinning())
+    left_out = f"[\u2026 {len(log_lines(60)):,} tokens of pasted material left out by the gateway \u2026]"
+    expected = (
+        f"[message 2]\nParse these rows into a report grouped by hour:\n{left_out}\nUse UTC everywhere."
+    )
+    assert f"{expected}\n\n[message 4]" in summary_messages(result.messages)[0]
+
+
+@pytest.mark.anyio
+async def test_a_paste_with_no_words_of_the_user_is_not_pinned_and_the_budget_still_holds() -> None:
+    compressor, _ = make()
+    result = await compressor.compress(chat(paste=log_lines(40)), pinning())
+    summary = summary_messages(result.messages)[0]
+    assert "[message 6]" not in summary and result.pinned == 3
+    said = [f"Rule {n}: keep the {n}th column.\n{log_lines(30)}" for n in range(8)]
+    messages: list[Message] = []
+    for text in said:
+        messages += [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}]
+    messages.append({"role": "user", "content": "go"})
+    budget = 200
+    found = pin(messages, list(range(len(messages) - 1)), budget=budget, settings=pinning(), counter=COUNTER)
+    assert found.tokens <= budget and found.count == 2
+    assert "Rule 7: keep the 7th column." in found.text and "Rule 0:" in found.text  # the first, the latest
