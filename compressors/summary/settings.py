@@ -59,8 +59,8 @@ class SummarySettings:
     pinned_tokens: int = 8_000
     """Budget of the user's own words quoted verbatim in a compacted request (0: pin nothing)."""
     pin_max_tokens: int = 1_000
-    """A user message up to this many tokens is an instruction worth pinning; a longer one is a paste
-    (the first user message is pinned anyway, as a head/tail excerpt of this size)."""
+    """A user message up to this many tokens is pinned whole; of a longer one, only the user's own words
+    (``words``: the text beside code fences and pasted runs), within this many tokens."""
     recall_tokens: int = 4_000
     """Budget of the excerpts of summarised turns recalled for the latest request (0: no recall)."""
     cheap_context_tokens: int = 128_000

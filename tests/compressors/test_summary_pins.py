@@ -1,4 +1,5 @@
-"""Pins: the first user message and the user's short instructions stay verbatim in the summary."""
+"""Pins: the first user message and the user's instructions (their own words beside a paste) stay
+verbatim in the summary."""
 
 from __future__ import annotations
 
