@@ -18,8 +18,9 @@ So a long message is split by structure, never by keywords:
 * a run of lines that are not prose-shaped (blank lines inside it included) is *pasted* when it holds
   a fenced block, at least ``PASTE_MIN_LINES`` lines or at least ``PASTE_MIN_CHARS`` characters; a
   shorter run (a path, a command, a line of code quoted inline) stays among the user's words;
-* a line whose start is prose-shaped up to a ``": "`` or a sentence's end, and whose rest is not
-  ("Here is the log: 2024-05-01T12:00:03Z INFO ..."), is cut there: the start is the user's.
+* the first line of a pasted run, when its start is prose-shaped up to a ``": "`` or a sentence's end
+  and its rest is not ("Here is the log: 2024-05-01T12:00:03Z INFO ..."), is cut there: the start is
+  the user's.
 
 Everything else is the user's own words. They are quoted verbatim, in order, each pasted run replaced by
 a marker saying how much was left out (the summary and the recall cover it). Pasted prose (an article
@@ -47,6 +48,8 @@ FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 LIST_MARKER = re.compile(r"(?:[-*+\u2022]|\d{1,3}[.)]|[A-Za-z][.)])\s+")
 CUT = re.compile(r"[.:;!?]\s")
 """Where a line whose start is the user's sentence may go on with pasted text."""
+HEAD_MAX_CHARS = 400
+"""How far into a line such a start is looked for (a log line of a megabyte is not read for it)."""
 OPENERS = "\"'(\u201c\u2018"
 SENTENCE_ENDS = (".", "!", "?", ":", '."', ".)", "\u201d")
 
@@ -60,13 +63,21 @@ class Piece:
 def split(text: str) -> list[Piece]:
     """``text`` as runs of the user's own words and of pasted material, in order; joined with newlines
     they give ``text`` back, but for a line cut after the user's sentence (a newline more)."""
-    lines = _cut_lines(text.split("\n"))
-    kinds = _pasted_lines(lines)
+    lines = text.split("\n")
+    pasted = _pasted_lines(lines)
+    marked: list[tuple[str, bool]] = []
+    for n, line in enumerate(lines):
+        opens = pasted[n] and (n == 0 or not pasted[n - 1])
+        head = _typed_head(line) if opens else 0
+        if head:
+            marked += [(line[:head], False), (line[head:], True)]
+        else:
+            marked.append((line, pasted[n]))
     pieces: list[Piece] = []
     start = 0
-    for end in range(1, len(lines) + 1):
-        if end == len(lines) or kinds[end] != kinds[start]:
-            pieces.append(Piece(_join(lines[start:end]), kinds[start]))
+    for end in range(1, len(marked) + 1):
+        if end == len(marked) or marked[end][1] != marked[start][1]:
+            pieces.append(Piece(_join([line for line, _ in marked[start:end]]), marked[start][1]))
             start = end
     return pieces
 
@@ -111,26 +122,13 @@ def prose_shaped(line: str) -> bool:
     )
 
 
-def _cut_lines(lines: Sequence[str]) -> list[str]:
-    """``lines``, each line that starts with the user's sentence and goes on with pasted text cut in
-    two after that sentence (the second part keeps its leading space)."""
-    result: list[str] = []
-    for line in lines:
-        head = _typed_head(line)
-        if head:
-            result += [line[:head], line[head:]]
-        else:
-            result.append(line)
-    return result
-
-
 def _typed_head(line: str) -> int:
     """The end of the longest prose-shaped start of ``line`` ending at a cut, when the rest is not prose;
     0 when there is none or the whole line is prose-shaped."""
     if prose_shaped(line) or not line[:1].isalpha():
         return 0
     best = 0
-    for found in CUT.finditer(line):
+    for found in CUT.finditer(line, 0, HEAD_MAX_CHARS):
         end = found.start() + 1
         if prose_shaped(line[:end]):
             best = end
