@@ -123,9 +123,9 @@ def prose_shaped(line: str) -> bool:
 
 
 def _typed_head(line: str) -> int:
-    """The end of the longest prose-shaped start of ``line`` ending at a cut, when the rest is not prose;
-    0 when there is none or the whole line is prose-shaped."""
-    if prose_shaped(line) or not line[:1].isalpha():
+    """The end of the longest prose-shaped start of ``line`` ending at a cut, when the rest is not prose
+    (a long sentence may make the whole line read as prose); 0 when there is none."""
+    if not line[:1].isalpha():
         return 0
     best = 0
     for found in CUT.finditer(line, 0, HEAD_MAX_CHARS):

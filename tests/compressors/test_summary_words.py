@@ -73,6 +73,13 @@ def test_a_paste_on_the_same_line_as_the_instruction_is_cut_after_its_sentence(
     assert "2024-05-01" not in words
 
 
+def test_a_long_sentence_glued_to_a_short_first_log_line_is_cut_too(counter: TiktokenCounter) -> None:
+    said = "Rule 32: When the service restarts, the queue must be drained first, never dropped. Data:"
+    message = f"{said} 2024-05-08T18:50:00Z WARN slow call 223ms\n" + log(300)
+    words = own_words(message, limit=LIMIT, counter=counter)
+    assert words.startswith(f"{said}\n[\u2026 ") and "slow call" not in words
+
+
 @pytest.mark.parametrize(
     ("paste", "label"),
     [
