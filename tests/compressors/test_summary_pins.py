@@ -3,6 +3,7 @@ verbatim in the summary."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from tests.compressors.test_summary_fakes import (
     make_settings,
     summary_messages,
 )
+from tests.fixtures.haystack import ProseGenerator, TiktokenCounter, o200k_encoding
 
 COUNTER = CharCounter()
 GOAL = "Build a CSV parser in Rust. Requirements: no unsafe code, streaming input."
@@ -219,3 +221,79 @@ async def test_a_paste_with_no_words_of_the_user_is_not_pinned_and_the_budget_st
     found = pin(messages, list(range(len(messages) - 1)), budget=budget, settings=pinning(), counter=COUNTER)
     assert found.tokens <= budget and found.count == 2
     assert "Rule 7: keep the 7th column." in found.text and "Rule 0:" in found.text  # the first, the latest
+
+
+def session_paste(rng: random.Random, prose: ProseGenerator) -> str:
+    """A paste of one of the shapes users paste: a log, fenced code, JSON, CSV, a quoted mail, a trace."""
+    shape = rng.randrange(6)
+    if shape == 0:
+        return "\n".join(
+            f"2024-05-0{rng.randint(1, 9)}T{rng.randint(0, 23):02d}:00:00Z WARN [svc-{rng.randint(1, 9)}] "
+            f"slow call id={rng.getrandbits(32):x} {rng.randint(1, 999)}ms"
+            for _ in range(rng.randint(30, 120))
+        )
+    if shape == 1:
+        body = [f"def handler_{n}(event):\n    return {{'n': {n}}}" for n in range(rng.randint(10, 40))]
+        return "```python\n" + "\n".join(body) + "\n```"
+    if shape == 2:
+        return "\n".join(
+            f'{{"id": {n}, "total": {rng.random() * 100:.2f}}},' for n in range(rng.randint(30, 100))
+        )
+    if shape == 3:
+        return "\n".join(f"{n},{rng.randint(1, 99)},{rng.random():.4f}" for n in range(rng.randint(50, 200)))
+    if shape == 4:
+        return "\n".join("> " + prose.sentence() for _ in range(rng.randint(15, 50)))
+    frames = [
+        f'  File "/srv/m{n}.py", line {n}, in run_{n}\n    step_{n}(payload)'
+        for n in range(rng.randint(8, 30))
+    ]
+    return "Traceback (most recent call last):\n" + "\n".join(frames) + "\nKeyError: 'tenant'"
+
+
+@pytest.mark.anyio
+async def test_every_instruction_beside_a_paste_stays_verbatim_in_every_compacted_request() -> None:
+    """A long chat where every third message gives an instruction with a paste (before it, after it, glued
+    to it, or two instructions around two pastes) and the others short instructions: compacted turn
+    after turn past a line, every instruction given so far is in every compacted request, verbatim."""
+    counter = TiktokenCounter(o200k_encoding())
+    rng, prose = random.Random(11), ProseGenerator(12)
+    settings = make_settings(
+        target_tokens=20_000,
+        reuse_tokens=68_000,
+        keep_recent_turns=2,
+        keep_recent_tokens=4_000,
+        keep_recent_max_tokens=15_000,
+        pinned_tokens=4_000,
+        pin_max_tokens=500,
+        recall_tokens=1_000,
+    )
+    compressor = SummarizeOldTurns(counter=counter, completer=ScriptedCompleter(), cache=DictCache())
+    planted: list[str] = []
+
+    def rule() -> str:
+        planted.append(f"Rule {len(planted)}: {prose.sentence()}")
+        return planted[-1]
+
+    messages: list[Message] = [{"role": "system", "content": "You are a careful analyst."}]
+    compacted = 0
+    for turn in range(60):
+        shape = turn // 3 % 4
+        if turn % 3:
+            text = f"{rule()} {prose.sentence()}"
+        elif shape == 0:
+            text = f"{rule()} Here it is:\n{session_paste(rng, prose)}"
+        elif shape == 1:
+            text = f"{session_paste(rng, prose)}\n{rule()}"
+        elif shape == 2:
+            text = f"{rule()} Data: {session_paste(rng, prose)}"
+        else:
+            text = f"{rule()}\n{session_paste(rng, prose)}\n{rule()}\n{session_paste(rng, prose)}"
+        messages.append({"role": "user", "content": text})
+        if counter.count_messages(messages) > 30_000:
+            result = await compressor.compress(messages, settings)
+            assert result.summarized_count
+            sent = "\n".join(str(m["content"]) for m in result.messages)
+            assert [said for said in planted if said not in sent] == []
+            compacted += 1
+        messages.append({"role": "assistant", "content": " ".join(prose.sentence() for _ in range(20))})
+    assert compacted >= 20 and len(planted) >= 60
