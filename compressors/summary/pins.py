@@ -11,12 +11,16 @@ which are not the gateway's own summary or recall messages:
   "Also: all timestamps are UTC ISO 8601. Here is the next log: <9,500 tokens>" keeps its instruction;
   the log goes to the summary and the recall only. A message with no words of the user's (a bare
   paste) is not pinned;
+* of a longer one that is all prose (an essay the user typed, or an article they pasted: the shape
+  cannot tell), the lines at both ends, where an instruction goes, but only with what the others
+  leave of the budget: such excerpts never push out an instruction;
 * the first user message of the conversation (the goal, usually), always, when it is in the part's
   span: whole, or its own words, or (a bare paste) a head/tail excerpt of ``pin_max_tokens``.
 
 ``pinned_tokens`` bounds the quotes of a whole compacted request: a part written later pins within what
 the earlier parts left (a roll-up pins the whole span again). Within it the first message comes first,
-then the others from the most recent backwards until one does not fit; the quotes read in conversation
+then the others from the most recent backwards until one does not fit, then the prose excerpts the
+same way; the quotes read in conversation
 order, each marked with its 1-based position. A part's quotes are fixed when it is written.
 """
 
@@ -67,16 +71,25 @@ def pin(
         if quote:
             quotes[first] = quote
             used += counter.count_text(quote)
+    edges: list[tuple[int, str, int]] = []  # of long prose messages: pinned with what is left
     for position in reversed(span):
         if position == first or not typed(messages[position]):
             continue
         text = content_text(messages[position].get("content")).strip()
         tokens = counter.count_text(text)
         if tokens > settings.pin_max_tokens:
-            text = own_words(text, limit=settings.pin_max_tokens, counter=counter)
-            if not text:
+            words = own_words(text, limit=settings.pin_max_tokens, counter=counter)
+            if not words.text:
                 continue
-            tokens = counter.count_text(text)
+            text, tokens = words.text, counter.count_text(words.text)
+            if not words.beside_paste:
+                edges.append((position, text, tokens))
+                continue
+        if used + tokens > budget:
+            break
+        quotes[position] = text
+        used += tokens
+    for position, text, tokens in edges:
         if used + tokens > budget:
             break
         quotes[position] = text
@@ -110,7 +123,7 @@ def _quote(message: Message, limit: int, counter: TokenCounter) -> str:
     text = content_text(message.get("content")).strip()
     if counter.count_text(text) <= limit:
         return text
-    words = own_words(text, limit=limit, counter=counter)
+    words = own_words(text, limit=limit, counter=counter).text
     if words:
         return words
     head = limit * 2 // 3

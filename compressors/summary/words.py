@@ -23,11 +23,12 @@ So a long message is split by structure, never by keywords:
   the user's.
 
 Everything else is the user's own words. They are quoted verbatim, in order, each pasted run replaced by
-a marker saying how much was left out (the summary and the recall cover it). Pasted prose (an article
-with no structure) reads like typed prose; so the own words of a message are kept within ``limit``
-tokens: when they are over it, whole paragraphs from both ends (where a user writes what to do with
-what they paste), the first first, and a marker for the middle. A first paragraph alone over the limit
-keeps its first words.
+a marker saying how much was left out (the summary and the recall cover it), within ``limit`` tokens:
+whole lines from both ends (where a user writes what to do with what they paste), one from each end in
+turn, an end stopping at a line longer than half the limit (an article's body, a blob on one line) and
+both at the limit, a marker for the middle. Beside a paste, a single line of the user's too long for
+that keeps its first words. Pasted prose (an article with no structure) reads like typed prose: a
+message that is all prose says so (``Words.beside_paste`` false), and ``pins`` quotes it last.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ MIN_WORDS = 3
 MIN_LETTERS = 0.7
 MAX_SYMBOLS = 0.08
 SYMBOLS = frozenset("{}[]()<>=;_\\|$#@^~&%*/")
+EDGE_SHARE = 2
+"""A line of the user's words longer than ``limit // EDGE_SHARE`` tokens ends what is kept from its end
+(an article's body, a pasted blob on one line)."""
 PASTE_MIN_LINES = 5
 PASTE_MIN_CHARS = 300
 FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
@@ -82,22 +86,42 @@ def split(text: str) -> list[Piece]:
     return pieces
 
 
-def own_words(text: str, *, limit: int, counter: TokenCounter) -> str:
-    """The user's own words of ``text`` (see the module docstring), within ``limit`` tokens; "" when it
-    has none."""
-    units = _units(split(text))
-    typed = [n for n, unit in enumerate(units) if not unit.pasted and unit.text.strip()]
+@dataclass(frozen=True, slots=True)
+class Words:
+    text: str
+    """The user's own words, verbatim, with markers for what was left out ("" when none)."""
+    beside_paste: bool
+    """Whether the message holds pasted material (else it is all prose, typed or pasted)."""
+
+
+def own_words(text: str, *, limit: int, counter: TokenCounter) -> Words:
+    """The user's own words of ``text`` (see the module docstring), within ``limit`` tokens."""
+    pieces = split(text)
+    beside_paste = any(piece.pasted for piece in pieces)
+    units = _units(pieces)
+    typed = [n for n, unit in enumerate(units) if not unit.pasted]
     if not typed:
-        return ""
+        return Words("", beside_paste)
     sizes = [counter.count_text(unit.text) for unit in units]
+    edge = max(1, limit // EDGE_SHARE)
     chosen: set[int] = set()
-    for number in _from_both_ends(typed):
-        if counter.count_text(_render(units, sizes, chosen | {number})) > limit:
-            break  # what is kept stays whole paragraphs at both ends, the middle left out
-        chosen.add(number)
+    sides = [list(typed), list(reversed(typed))]
+    while any(sides):
+        for side in sides:
+            while side and side[0] in chosen:
+                side.pop(0)
+            if not side:
+                continue
+            number = side[0]
+            if sizes[number] > edge or counter.count_text(_render(units, sizes, chosen | {number})) > limit:
+                side.clear()  # this end stops at a line too long for an edge, or at the limit
+                continue
+            chosen.add(side.pop(0))
     if chosen:
-        return _render(units, sizes, chosen)
-    return _first_words(units[typed[0]].text, limit, counter)
+        return Words(_render(units, sizes, chosen), beside_paste)
+    if beside_paste:  # the user's words beside a paste are one long line: its first words
+        return Words(_first_words(units[typed[0]].text, limit, counter), beside_paste)
+    return Words("", beside_paste)
 
 
 # --- lines ---------------------------------------------------------------------------------------
@@ -214,50 +238,44 @@ def _join(lines: Sequence[str]) -> str:
 
 
 def _units(pieces: Sequence[Piece]) -> list[Piece]:
-    """The pieces with the user's words split into paragraphs (at blank lines), the units kept whole."""
+    """The pieces with the user's words split into lines, each with the blank lines before it."""
     units: list[Piece] = []
     for piece in pieces:
         if piece.pasted:
             units.append(piece)
             continue
-        for paragraph in re.split(r"\n[ \t]*\n", piece.text):
-            units.append(Piece(paragraph, pasted=False))
+        blank = 0
+        for line in piece.text.split("\n"):
+            if not line.strip():
+                blank += 1
+                continue
+            units.append(Piece("\n" * blank + line, pasted=False))
+            blank = 0
     return units
 
 
-def _from_both_ends(numbers: Sequence[int]) -> list[int]:
-    """``numbers`` taken alternately from the front and the back: 1, 9, 2, 8, ..."""
-    order: list[int] = []
-    front, back = 0, len(numbers) - 1
-    while front <= back:
-        order.append(numbers[front])
-        if back != front:
-            order.append(numbers[back])
-        front, back = front + 1, back - 1
-    return order
-
-
 def _render(units: Sequence[Piece], sizes: Sequence[int], chosen: set[int]) -> str:
-    """The chosen units verbatim, in order (paragraphs next to each other a blank line apart); each run
-    of the units left out between them one marker."""
-    parts: list[str] = []
+    """The chosen lines verbatim, in order (with the blank lines between two of them); each run of the
+    units left out between them one marker."""
+    out = ""
     gap: list[int] = []
-    last = -2
+    follows = False  # the unit before was chosen
     for number, unit in enumerate(units):
         if number not in chosen:
-            if unit.text.strip():
-                gap.append(number)
+            gap.append(number)
+            follows = False
             continue
-        if gap:
-            parts += ["\n", _marker(units, sizes, gap), "\n"]
-            gap = []
-        elif parts:
-            parts.append("\n\n" if last == number - 1 else "\n")
-        parts.append(unit.text.strip("\n"))
-        last = number
-    if gap and parts:
-        parts += ["\n", _marker(units, sizes, gap)]
-    return "".join(parts)
+        if gap and out:
+            out += "\n" + _marker(units, sizes, gap)
+        elif gap:
+            out = _marker(units, sizes, gap)
+        gap = []
+        line = unit.text if follows else unit.text.lstrip("\n")
+        out = f"{out}\n{line}" if out else line
+        follows = True
+    if gap and out:
+        out += "\n" + _marker(units, sizes, gap)
+    return out
 
 
 def _marker(units: Sequence[Piece], sizes: Sequence[int], gap: Iterable[int]) -> str:

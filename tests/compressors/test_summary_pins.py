@@ -297,3 +297,22 @@ async def test_every_instruction_beside_a_paste_stays_verbatim_in_every_compacte
             compacted += 1
         messages.append({"role": "assistant", "content": " ".join(prose.sentence() for _ in range(20))})
     assert compacted >= 20 and len(planted) >= 60
+
+
+def test_excerpts_of_long_prose_take_only_what_the_instructions_leave() -> None:
+    prose = ProseGenerator(13)
+    essays = [
+        f"Essay {n} follows.\n" + "\n".join(" ".join(prose.sentence() for _ in range(3)) for _ in range(20))
+        for n in range(6)
+    ]
+    said = ["Answer in metric units.", "Never name the vendor.", "The deadline is March 14."]
+    messages: list[Message] = [{"role": "user", "content": "Help me review these essays."}]
+    for number, text in enumerate([said[0], essays[0], said[1], *essays[1:4], said[2], *essays[4:]]):
+        messages += [{"role": "user", "content": text}, {"role": "assistant", "content": f"ok {number}"}]
+    messages.append({"role": "user", "content": "go"})
+    span = list(range(len(messages) - 1))
+    budget = 400
+    found = pin(messages, span, budget=budget, settings=pinning(pin_max_tokens=400), counter=COUNTER)
+    assert all(f"\n{instruction}" in found.text for instruction in said)  # older than most essays
+    assert "Essay 5 follows." in found.text  # the latest essay's opening, with what was left
+    assert "Essay 0 follows." not in found.text and found.tokens <= budget

@@ -51,6 +51,10 @@ def code(copies: int) -> str:
     return "\n".join(body * copies)
 
 
+def quote(text: str, *, limit: int, counter: TiktokenCounter) -> str:
+    return own_words(text, limit=limit, counter=counter).text
+
+
 def marker(text: str) -> str:
     return text.split("[\u2026 ", 1)[1].split(" \u2026]", 1)[0]
 
@@ -58,7 +62,7 @@ def marker(text: str) -> str:
 def test_an_instruction_before_a_log_is_kept_and_the_log_left_out(counter: TiktokenCounter) -> None:
     message = "Also: all timestamps are UTC ISO 8601. Here is the next log:\n" + log(400)
     assert counter.count_text(message) > 9_000
-    words = own_words(message, limit=LIMIT, counter=counter)
+    words = quote(message, limit=LIMIT, counter=counter)
     assert words.startswith("Also: all timestamps are UTC ISO 8601. Here is the next log:\n[\u2026 ")
     assert "tokens of pasted material left out by the gateway \u2026]" in words
     assert "request id=" not in words and counter.count_text(words) <= LIMIT
@@ -68,7 +72,7 @@ def test_a_paste_on_the_same_line_as_the_instruction_is_cut_after_its_sentence(
     counter: TiktokenCounter,
 ) -> None:
     message = "Also: all timestamps are UTC ISO 8601. Here is the next log: " + log(400)
-    words = own_words(message, limit=LIMIT, counter=counter)
+    words = quote(message, limit=LIMIT, counter=counter)
     assert words.startswith("Also: all timestamps are UTC ISO 8601. Here is the next log:\n[\u2026 ")
     assert "2024-05-01" not in words
 
@@ -76,7 +80,7 @@ def test_a_paste_on_the_same_line_as_the_instruction_is_cut_after_its_sentence(
 def test_a_long_sentence_glued_to_a_short_first_log_line_is_cut_too(counter: TiktokenCounter) -> None:
     said = "Rule 32: When the service restarts, the queue must be drained first, never dropped. Data:"
     message = f"{said} 2024-05-08T18:50:00Z WARN slow call 223ms\n" + log(300)
-    words = own_words(message, limit=LIMIT, counter=counter)
+    words = quote(message, limit=LIMIT, counter=counter)
     assert words.startswith(f"{said}\n[\u2026 ") and "slow call" not in words
 
 
@@ -108,7 +112,7 @@ def test_instructions_before_and_after_any_paste_are_kept_verbatim(
     paste: str, label: str, counter: TiktokenCounter
 ) -> None:
     before, after = "Please review what follows carefully.", "Answer in metric units, in a table."
-    words = own_words(f"{before}\n{paste}\n{after}", limit=LIMIT, counter=counter)
+    words = quote(f"{before}\n{paste}\n{after}", limit=LIMIT, counter=counter)
     assert words.split("\n") == [before, words.split("\n")[1], after], label
     assert "pasted material" in marker(words), label
     assert int(marker(words).split()[0].replace(",", "")) >= counter.count_text(paste) * 0.9, label
@@ -120,7 +124,7 @@ def test_an_instruction_between_two_pastes_is_kept(counter: TiktokenCounter) -> 
     message = (
         f"Two payloads. First:\n{first}\nand the second one, compare the prices with the first:\n{second}"
     )
-    lines = own_words(message, limit=LIMIT, counter=counter).split("\n")
+    lines = quote(message, limit=LIMIT, counter=counter).split("\n")
     assert (
         lines[0] == "Two payloads. First:"
         and lines[2] == "and the second one, compare the prices with the first:"
@@ -138,7 +142,7 @@ def test_a_typed_list_of_rules_beside_a_paste_is_kept_whole(counter: TiktokenCou
         "Now the data:",
     ]
     data = "\n".join(f"{n},{n * 3},{n % 7}" for n in range(400))
-    words = own_words("\n".join(rules) + "\n" + data, limit=LIMIT, counter=counter)
+    words = quote("\n".join(rules) + "\n" + data, limit=LIMIT, counter=counter)
     assert words.split("\n")[:-1] == rules
 
 
@@ -148,7 +152,7 @@ def test_a_short_command_or_path_among_the_words_stays(counter: TiktokenCounter)
         + log(300)
         + "\nThe config lives in /etc/app/app.yaml on every host."
     )
-    words = own_words(message, limit=LIMIT, counter=counter)
+    words = quote(message, limit=LIMIT, counter=counter)
     assert words.startswith(
         "Deploy with this command and nothing else:\nmake deploy ENV=staging\nHere is the last run:\n[\u2026 "
     )
@@ -156,41 +160,55 @@ def test_a_short_command_or_path_among_the_words_stays(counter: TiktokenCounter)
 
 
 def test_a_short_line_right_against_a_paste_goes_with_it(counter: TiktokenCounter) -> None:
-    words = own_words("Deploy with this command:\nmake deploy\n" + log(300), limit=LIMIT, counter=counter)
+    words = quote("Deploy with this command:\nmake deploy\n" + log(300), limit=LIMIT, counter=counter)
     assert words.split("\n")[0] == "Deploy with this command:" and "make deploy" not in words
 
 
-def test_long_prose_keeps_whole_paragraphs_from_both_ends_within_the_limit(counter: TiktokenCounter) -> None:
+def test_long_prose_keeps_its_lines_from_both_ends_and_says_it_is_all_prose(counter: TiktokenCounter) -> None:
     prose = ProseGenerator(3)
-    middle = [" ".join(prose.sentence() for _ in range(8)) for _ in range(40)]
+    middle = [" ".join(prose.sentence() for _ in range(4)) for _ in range(60)]
     first, last = "Summarise this article in three bullet points:", "Keep it under 100 words."
     message = "\n\n".join([first, *middle, last])
     words = own_words(message, limit=LIMIT, counter=counter)
-    lines = words.split("\n")
+    assert not words.beside_paste
+    lines = words.text.split("\n")
     kept = [line for line in lines if line]
     assert kept[0] == first and kept[1] == middle[0] and kept[-2] == middle[-1] and kept[-1] == last
     [left_out] = [line for line in kept if line.startswith("[\u2026")]
     assert left_out.endswith("tokens of this message left out by the gateway \u2026]")
-    assert all(line in [first, *middle, last] for line in kept if line != left_out)  # whole paragraphs
-    assert words.startswith(f"{first}\n\n{middle[0]}")  # a blank line between paragraphs, as typed
-    assert 700 < counter.count_text(words) <= LIMIT
+    assert all(line in [first, *middle, last] for line in kept if line != left_out)  # whole lines
+    assert words.text.startswith(f"{first}\n\n{middle[0]}")  # the blank lines between them, as typed
+    assert 700 < counter.count_text(words.text) <= LIMIT
 
 
-def test_one_paragraph_over_the_limit_keeps_its_first_words(counter: TiktokenCounter) -> None:
+def test_an_end_stops_at_a_line_too_long_for_an_edge(counter: TiktokenCounter) -> None:
     prose = ProseGenerator(4)
-    paragraph = " ".join(prose.sentence() for _ in range(200))
-    words = own_words(paragraph, limit=300, counter=counter)
-    head, mark = words.rsplit("\n", 1)
-    assert paragraph.startswith(head) and len(head) > 600
+    blob = " ".join(prose.sentence() for _ in range(400))
+    words = own_words(f"Here is the deployment log from last night:\n{blob}", limit=LIMIT, counter=counter)
+    assert not words.beside_paste
+    assert words.text.startswith("Here is the deployment log from last night:\n[\u2026 ")
+    assert words.text.endswith(" tokens of this message left out by the gateway \u2026]")
+    assert own_words(blob, limit=LIMIT, counter=counter).text == ""  # one blob: no words to tell
+
+
+def test_one_line_of_words_beside_a_paste_too_long_for_the_limit_keeps_its_first_words(
+    counter: TiktokenCounter,
+) -> None:
+    prose = ProseGenerator(4)
+    said = " ".join(prose.sentence() for _ in range(200))
+    words = own_words(f"{said}\n{log(200)}", limit=300, counter=counter)
+    assert words.beside_paste
+    head, mark = words.text.rsplit("\n", 1)
+    assert said.startswith(head) and len(head) > 600
     assert mark.startswith("[\u2026 ") and mark.endswith(
         "tokens of this message left out by the gateway \u2026]"
     )
-    assert counter.count_text(words) <= 300
+    assert counter.count_text(words.text) <= 300
 
 
 def test_a_bare_paste_has_no_words_of_the_user(counter: TiktokenCounter) -> None:
-    assert own_words(log(300), limit=LIMIT, counter=counter) == ""
-    assert own_words("```\n" + code(5) + "\n```", limit=LIMIT, counter=counter) == ""
+    assert quote(log(300), limit=LIMIT, counter=counter) == ""
+    assert quote("```\n" + code(5) + "\n```", limit=LIMIT, counter=counter) == ""
 
 
 def test_split_gives_the_text_back_in_runs_of_words_and_pastes() -> None:
