@@ -14,6 +14,7 @@ import redis.asyncio as aioredis
 import respx
 
 from gateway.config import GatewayConfig
+from gateway.messages.breakpoints import EPHEMERAL, count
 from gateway.messages.front import MESSAGES
 from gateway.planning import CHAT, Front
 from gateway.record import RequestRecord
@@ -91,10 +92,13 @@ def messages_body() -> dict[str, Any]:
         if step == STEPS - 1:  # the user's words typed while the tool ran, sent with its result
             said = "Use the staging vault password from before."
         messages.append({"role": "user", "content": [result, {"type": "text", "text": said}]})
+    messages[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}  # where Claude Code puts them
     return {
         "model": "claude-sonnet-4-5",
         "max_tokens": 4096,
-        "system": [{"type": "text", "text": "You are a deploying agent."}],
+        "system": [
+            {"type": "text", "text": "You are a deploying agent.", "cache_control": {"type": "ephemeral"}}
+        ],
         "messages": messages,
     }
 
@@ -197,4 +201,10 @@ async def test_a_compacted_tool_loop_ends_on_the_clients_newest_step_with_the_re
     assert sent[recall]["role"] == "user"  # the least authority: it quotes old tool outputs
     if front is MESSAGES:
         assert_pairs_whole(sent)
+        rebuilt = front.rebuild(body, compressed)
+        assert count(rebuilt) <= 4
+        assert sent[summary]["content"][-1]["cache_control"] == EPHEMERAL
+        # the next request shares the prefix up to the message before the recall: cached there too
+        assert sent[recall - 1]["content"][-1]["cache_control"] == EPHEMERAL
+        assert sent[-1]["content"][-1]["cache_control"] == EPHEMERAL  # the client's own, kept
         assert sent[recall - 1]["role"] == "user"  # merged with the results before it: no turn of its own
