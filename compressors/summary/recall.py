@@ -33,7 +33,11 @@ from about 15K tokens to 195K), and would cost more than forwarding the whole re
 At the very end it cost nothing but itself, and posed as the user. Before the newest step it costs,
 on top of itself, the step before (what the previous request added, sent after that request's
 recall), once: a user message, or one tool call with its outputs. The summary and everything up to
-the previous step stay the provider's cached prefix.
+the previous step stay the provider's cached prefix (on the Messages API the gateway puts a breakpoint
+there). No placement that is not last costs less: whatever follows the recall in one request and
+precedes it in the next is re-sent. Where steps are large the price shows: on the savings benchmark
+(10K-token user messages, tool outputs of 10-25K) the gateway's bill went from 51% to 57% of
+forwarding on the long chat and from 52% to 60% on the tool loop.
 
 The index is cached in the Cache under a hash of the document's bytes and the encoding (built off the
 event loop when missing, stored with the summary's ``cache_ttl``), so the turns that reuse a summary
