@@ -52,11 +52,13 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from compressors.lru import Lru
 from compressors.protocols import Cache, Message, TokenCounter
 from compressors.retrieval.codec import decode_index, encode_index
 from compressors.retrieval.index import DocumentIndex, build_index, index_key
-from compressors.retrieval.ranking import order_by_score, phrase_scores
+from compressors.retrieval.ranking import Scores, order_by_score, phrase_scores
 from compressors.retrieval.settings import RetrievalSettings
 from compressors.summary.assembly import RECALL_OPENING
 from compressors.summary.keys import recall_key
@@ -68,6 +70,14 @@ QUESTION_MAX_CHARS = 4_000
 PHRASE_MAX_CHARS = 200
 """Of the question, the end whose word pairs also score as phrases (each phrase is a search of the
 whole summarised span: a long pasted question would cost a search per pair)."""
+MIN_LIFT = 2.0
+SINGLED_OUT = 3
+"""A chunk is recalled only when the question singles it out: it scores at least ``MIN_LIFT`` times the
+median of the chunks that match the question at all, unless fewer than ``SINGLED_OUT`` match (a rare
+name, a number: those few are singled out already). A question that matches many chunks about as well
+(a long message of prose, whose words are everywhere; an agent's routine call naming the same kind of
+path as every call before) singles out nothing and gets no recall: an excerpt the question does not need
+costs its own tokens and re-sends what follows it uncached."""
 RUN_MARKER_TOKENS = 12
 """Estimated tokens of one ``[from messages …]`` line and the blank line before it."""
 HEADER = (
@@ -181,19 +191,25 @@ def _select(
     doc: Document, data: bytes, index: DocumentIndex, asked: str, budget: int, counter: TokenCounter
 ) -> Recalled | None:
     chunks, lexical = index.chunks, index.lexical
-    scores = phrase_scores(
-        lexical.scores(asked),
-        asked[-PHRASE_MAX_CHARS:],
-        lexical,
-        folded=data.lower(),
-        starts=chunks.byte_starts,
-        ends=chunks.byte_ends,
-    )
+    folded = data.lower()
+    tail = asked[-PHRASE_MAX_CHARS:]
+
+    def scored(text: str) -> Scores:
+        return phrase_scores(
+            lexical.scores(text),
+            tail,
+            lexical,
+            folded=folded,
+            starts=chunks.byte_starts,
+            ends=chunks.byte_ends,
+        )
+
+    candidates = singled_out(scored(asked))
     sizes = (chunks.token_ends - chunks.token_starts).tolist()
     primer = counter.count_messages([])
     room = budget - (counter.count_messages([_message(doc, index, [])]) - primer)
     chosen: list[int] = []
-    for number in order_by_score(scores).tolist():
+    for number in dict.fromkeys(candidates):
         cost = sizes[number] + RUN_MARKER_TOKENS
         if cost <= room:
             chosen.append(number)
@@ -204,6 +220,14 @@ def _select(
             return Recalled(message, len(chosen))
         chosen.pop()  # the lowest-ranked one
     return None
+
+
+def singled_out(scores: Scores) -> list[int]:
+    """The chunks ``scores`` single out, best first (``MIN_LIFT``, ``SINGLED_OUT``)."""
+    positive = scores[scores > 0]
+    floor = float(np.median(positive)) * MIN_LIFT if len(positive) >= SINGLED_OUT else 0.0
+    order = order_by_score(scores)
+    return [int(number) for number in order if scores[number] >= floor]
 
 
 def _message(doc: Document, index: DocumentIndex, chosen: Sequence[int]) -> Message:

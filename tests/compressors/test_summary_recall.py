@@ -24,7 +24,7 @@ from tests.compressors.test_summary_fakes import (
     tool_exchange,
     tool_loop,
 )
-from tests.fixtures.haystack import TiktokenCounter, o200k_encoding
+from tests.fixtures.haystack import ProseGenerator, TiktokenCounter, o200k_encoding
 
 WORDS = "alpha beta gamma delta build error file path config value module import line test".split()
 SECRET = "The deploy password for the staging cluster is ZEBRA-7731."
@@ -150,6 +150,36 @@ async def test_recall_is_left_out_when_no_chunk_scores_above_zero(counter: Tikto
     result = await compressor.compress(messages, make_settings(recall_tokens=1_500))
     assert recalled_of(result.messages) == [] and result.recalled_chunks == 0
     assert result.messages[-1] is messages[-1]
+
+
+def prose(seed: int, sentences: int) -> str:
+    generator = ProseGenerator(seed)
+    return " ".join(generator.sentence() for _ in range(sentences))
+
+
+@pytest.mark.anyio
+async def test_recall_is_left_out_when_the_question_singles_out_no_chunk(counter: TiktokenCounter) -> None:
+    """A long message of prose like everything before it (its words match every chunk about as well) asks
+    for nothing in particular: no recall, so what follows it stays cached. A pointed question does."""
+    messages: list[Message] = [{"role": "system", "content": "You are helpful."}]
+    for turn in range(8):
+        text = prose(turn, 120)
+        if turn == 1:
+            text += " The pool sets max_connections to 417 since the outage."
+        messages += [
+            {"role": "user", "content": text},
+            {"role": "assistant", "content": prose(50 + turn, 10)},
+        ]
+    vague = prose(99, 60)
+    compressor, _ = make(counter)
+    settings = make_settings(recall_tokens=1_500)
+    result = await compressor.compress([*messages, {"role": "user", "content": vague}], settings)
+    assert result.summarized_count > 0
+    assert recalled_of(result.messages) == [] and result.recalled_chunks == 0
+    pointed = "Also, what did the pool set max_connections to?"
+    result = await compressor.compress([*messages, {"role": "user", "content": pointed}], settings)
+    [recall_message] = recalled_of(result.messages)
+    assert "max_connections to 417" in recall_message["content"]
 
 
 @pytest.mark.anyio
