@@ -113,13 +113,16 @@ def document(messages: Sequence[Message], replaced: Sequence[int]) -> Document:
 
 
 def question(messages: Sequence[Message], last_user: int | None) -> str:
-    """The latest user message's text and the arguments of the last assistant tool calls after it (of
-    the last ones anywhere when there is no user message)."""
-    asked = "" if last_user is None else content_text(messages[last_user].get("content"))
+    """What the newest step asks: the latest user message's text when it is the newest step; in the
+    middle of an agent's loop (tool calls made since), the arguments of the last assistant tool calls, what
+    the agent looks for now. The task the user gave at the loop's start stays verbatim anyway, and its
+    words, asked again on every step, would recall the same passages step after step."""
     since = messages if last_user is None else messages[last_user + 1 :]
     calls = next((m for m in reversed(since) if m.get("role") == "assistant" and call_arguments(m)), None)
-    arguments = [] if calls is None else call_arguments(calls)
-    return "\n".join([asked[-QUESTION_MAX_CHARS:], *arguments]).strip()
+    if calls is not None:
+        return "\n".join(call_arguments(calls)).strip()
+    asked = "" if last_user is None else content_text(messages[last_user].get("content"))
+    return asked[-QUESTION_MAX_CHARS:].strip()
 
 
 async def recall(

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 
-from compressors.messages import INSTRUCTION_ROLES, latest_user
+from compressors.messages import INSTRUCTION_ROLES, latest_user, same_message
 from compressors.protocols import Message, TokenCounter
 from compressors.summary.settings import SummarySettings
 
@@ -115,9 +115,12 @@ def select(messages: Sequence[Message], *, settings: SummarySettings, counter: T
 
 def answered(messages: Sequence[Message]) -> frozenset[int]:
     """Positions of the tool outputs the model is about to answer: those after the last assistant
-    message, when it called tools (an assistant message after them has answered them already)."""
+    message, when it called tools (an assistant message after them has answered them already) and no user
+    message came after them (the model then answers the user; the outputs are earlier context)."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
+        if message.get("role") == "user" and not (index and same_message(message, messages[index - 1])):
+            return frozenset()  # a user message of its own: the text beside tool results is not one
         if message.get("role") != "assistant":
             continue
         if not (message.get("tool_calls") or message.get("function_call")):

@@ -37,6 +37,7 @@ from typing import Any
 
 import orjson
 
+from compressors.messages import ORIGIN as COMPRESSORS_ORIGIN
 from gateway.messages import breakpoints
 from gateway.messages.edits import Edit, edits_of, rebuilt
 from gateway.messages.groups import Kept, check_groups
@@ -44,7 +45,7 @@ from gateway.messages.parts import STRING_CONTENT, block_parts, printed, text_pa
 
 Message = dict[str, Any]
 
-ORIGIN = "_gateway_origin"
+ORIGIN = COMPRESSORS_ORIGIN
 """On a view message: ``[message position, [block positions]]`` (``[-1]``: a string content)."""
 SYSTEM = "_gateway_system"
 """On the system message of the view."""

@@ -317,6 +317,8 @@ class Row:
     unchanged_failed: int = 0
     client_failed: int = 0
     failures: list[str] = field(default_factory=list)
+    detail: list[str] = field(default_factory=list)
+    """Per request: its action, the tokens received and sent, cached, and its cost against forwarding it."""
 
 
 class Bench:
@@ -435,6 +437,22 @@ def measure(
         row.asked_expected += len(step.needs)
         row.asked_seen += len(present(step.needs, text))
     row.switches = max((switches(sequence) for sequence in actions.values()), default=0)
+    by_id = {event["id"]: event for event in events}
+    sides: dict[str, int] = defaultdict(int)
+    for event in events:
+        if event["parent_id"] is not None:
+            sides[event["parent_id"]] += nanos(event["cost_usd"])
+    for index, (step, answer, alone) in enumerate(zip(steps, answers, unchanged, strict=True)):
+        event = by_id.get(answer.request_id or "")
+        if event is None:
+            row.detail.append(f"{step.conversation}#{index} {answer.status} {answer.action}")
+            continue
+        spent = nanos(event["cost_usd"]) + sides[event["id"]]
+        row.detail.append(
+            f"{step.conversation}#{index} {event['action']:<8} sent {event['input_tokens']:>7,} "
+            f"cached {event['cached_tokens']:>7,}  ${spent / 1e9:.4f} (side ${sides[event['id']] / 1e9:.4f})"
+            f"  unchanged ${alone.nanos / 1e9:.4f}"
+        )
     return row
 
 
@@ -497,6 +515,7 @@ def main() -> None:
     )
     parser.add_argument("--families", default=",".join(FAMILIES), help=f"of {', '.join(FAMILIES)}")
     parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument("--detail", action="store_true", help="also print each request through the gateway")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument(
         "--compress", default="{}", help='policy compress settings as JSON, e.g. \'{"timing": "eager"}\''
@@ -530,6 +549,8 @@ def main() -> None:
             print(f"{row.family}: unchanged failed {row.unchanged_failed}, client failed {row.client_failed}")
         for failure in row.failures[:5]:
             print(f"{row.family} failed turn {failure}")
+        if args.detail:
+            print("\n".join(f"{row.family} {line}" for line in row.detail))
     print(f"\n{len(rows)} families in {time.monotonic() - started:.0f}s")
     if args.json:
         with open(args.json, "wb") as out:

@@ -239,11 +239,11 @@ async def test_recall_needs_a_question_a_span_and_room_for_its_header() -> None:
     assert await recall(messages, [0], asked="kiwi", budget=100, **options) is None  # type: ignore[arg-type]
 
 
-def test_question_is_the_latest_user_text_and_the_tool_calls_made_since() -> None:
+def test_question_is_the_latest_user_text_or_the_tool_calls_made_since() -> None:
     calls = tool_loop(["x"])[2:]
     old_call: Message = {**calls[0], "tool_calls": [{"function": {"name": "f", "arguments": {"old": 1}}}]}
     messages: list[Message] = [old_call, {"role": "user", "content": "find the bug"}, *calls]
-    assert question(messages, 1) == 'find the bug\n{"path": "src/f0.py"}'
+    assert question(messages, 1) == '{"path": "src/f0.py"}'  # mid-loop: what the agent looks for now
     assert question(messages[:2], 1) == "find the bug"
     legacy: Message = {"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}}
     assert question([old_call, legacy], None) == "{}"

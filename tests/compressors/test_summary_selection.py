@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from compressors.messages import ORIGIN
 from compressors.protocols import Message
-from compressors.summary.selection import Block, group_blocks, select
+from compressors.summary.selection import Block, answered, group_blocks, select
 from tests.compressors.test_summary_fakes import CharCounter, conversation, make_settings, tool_exchange
 
 
@@ -115,3 +116,19 @@ def test_select_without_user_messages_has_no_turns_to_keep_by_count() -> None:
     messages: list[Message] = [{"role": "assistant", "content": "hello"}]
     selection = select(messages, settings=make_settings(keep_recent_turns=1), counter=CharCounter())
     assert (selection.split, selection.last_user) == (0, None)
+
+
+def test_the_outputs_the_model_answers_are_those_after_its_last_call_until_the_user_speaks() -> None:
+    calls: list[Message] = [
+        {"role": "user", "content": "read both"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "a"}, {"id": "b"}]},
+        {"role": "tool", "tool_call_id": "a", "content": "one"},
+        {"role": "tool", "tool_call_id": "b", "content": "two"},
+    ]
+    assert answered(calls) == frozenset({2, 3})
+    # a question of the user's own after them: the model answers it, the outputs are earlier context
+    assert answered([*calls, {"role": "user", "content": "what did you find?"}]) == frozenset()
+    # text that came in the same API message as the results (Anthropic's): still answering the outputs
+    same = [*calls[:3], {**calls[3], ORIGIN: [4, [1]]}, {"role": "user", "content": "note", ORIGIN: [4, [2]]}]
+    assert answered(same) == frozenset({2, 3})
+    assert answered([*calls, {"role": "assistant", "content": "done"}]) == frozenset()
