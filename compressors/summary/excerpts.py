@@ -27,6 +27,7 @@ from compressors.summary.transcript import content_text
 
 Ref = tuple[int, int]
 """A message named by its block number and its place in that block."""
+TEXT_KINDS = frozenset({"text", "input_text", "output_text"})
 MIN_SAVING = 32
 """A text is excerpted only when that leaves out more than this many tokens (the marker costs some)."""
 
@@ -45,15 +46,38 @@ def head_tail(text: str, *, head: int, tail: int, counter: TokenCounter, noun: s
 
 
 def excerpt_message(message: Message, settings: SummarySettings, counter: TokenCounter) -> Message | None:
-    """A copy of the tool output ``message`` with its content excerpted (None: nothing to cut)."""
-    text = head_tail(
-        content_text(message.get("content")),
+    """A copy of the tool output ``message`` with its content excerpted (None: nothing to cut). Content
+    in parts (a front's adapter gives them: Responses outputs, Anthropic tool results) keeps its parts:
+    the longest text part is excerpted in place, so that the adapter maps the cut back to the API's item
+    or block; a whole new string would read as no change at all."""
+    content = message.get("content")
+    if isinstance(content, list):
+        texts = [
+            n
+            for n, part in enumerate(content)
+            if isinstance(part, dict) and part.get("type") in TEXT_KINDS and isinstance(part.get("text"), str)
+        ]
+        if not texts:
+            return None
+        longest = max(texts, key=lambda n: len(content[n]["text"]))
+        cut = _cut(content[longest]["text"], settings, counter)
+        if cut is None:
+            return None
+        parts = list(content)
+        parts[longest] = {**content[longest], "text": cut}
+        return {**message, "content": parts}
+    text = _cut(content_text(content), settings, counter)
+    return None if text is None else {**message, "content": text}
+
+
+def _cut(text: str, settings: SummarySettings, counter: TokenCounter) -> str | None:
+    return head_tail(
+        text,
         head=settings.excerpt_head_tokens,
         tail=settings.excerpt_tail_tokens,
         counter=counter,
         noun="tool output",
     )
-    return None if text is None else {**message, "content": text}
 
 
 def shrink(

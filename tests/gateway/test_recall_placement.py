@@ -208,3 +208,62 @@ async def test_a_compacted_tool_loop_ends_on_the_clients_newest_step_with_the_re
         assert sent[recall - 1]["content"][-1]["cache_control"] == EPHEMERAL
         assert sent[-1]["content"][-1]["cache_control"] == EPHEMERAL  # the client's own, kept
         assert sent[recall - 1]["role"] == "user"  # merged with the results before it: no turn of its own
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("name", list(FRONTS))
+async def test_tool_outputs_the_compressor_excerpts_are_excerpted_in_what_each_front_sends(
+    name: str, redis_client: aioredis.Redis, tenant_name: str
+) -> None:
+    """Outputs kept verbatim but over the cap are cut to head and tail; the cut must survive the front's
+    adapter (Responses items, Anthropic blocks), not come back whole as the client sent them."""
+    front, make_body, field = FRONTS[name]
+    router = respx.Router(assert_all_called=False)
+    router.post(f"{UPSTREAM}/chat/completions").mock(
+        return_value=httpx.Response(200, json=completion(SUMMARY, model="gpt-5.4-mini"))
+    )
+    settings = config()
+    band = {"warning_tokens": 34_000, "cliff_tokens": 68_000}  # a target of 10,200 tokens
+    settings["policies"]["bands"] = {"claude-*": band, "gpt-5.4": band}
+    settings["policies"]["default"]["compress"].update(
+        {"keep_recent_tokens": 14_000, "keep_recent_max_tokens": 3_000, "recall_tokens": 0}
+    )
+    runtime = build_runtime(GatewayConfig.model_validate(settings), counter=shared_counter())
+    pool = UpstreamPool(lambda _: httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler)))
+    transforms = CompressorTransforms(
+        runtime=runtime,
+        pool=pool,
+        redis=redis_client,
+        record=RequestRecord(request_id="r", endpoint=name),
+        retrievers={},
+    )
+    body = lengthened(make_body(), field)
+    tokens = front.count(runtime.counter, body["model"], body).total
+    facts = Facts(tenant=tenant_name, model=body["model"], prompt_tokens=tokens)
+    decision = runtime.engine.decide(facts)
+    compressed = await transforms.run(Action.COMPRESS, front.messages(body), decision, facts)
+    rebuilt = front.rebuild(body, compressed)
+    sent: list[dict[str, Any]] = rebuilt[field]
+    assert "tokens of this tool output left out by the gateway" in orjson.dumps(sent).decode()
+    assert sent[-1] == body[field][-1]  # the output the model answers: whole
+    counted = front.count(runtime.counter, body["model"], rebuilt).total
+    assert counted <= runtime.counter.count_messages(body["model"], compressed) + 200 < tokens
+
+
+def lengthened(body: dict[str, Any], field: str) -> dict[str, Any]:
+    """``body`` with its last two tool outputs four times as long (long enough to be cut to head and tail)."""
+    entries = [dict(entry) for entry in body[field]]
+    found = 0
+    for entry in reversed(entries):
+        if found == 2:
+            break
+        if entry.get("role") == "tool" or entry.get("type") == "function_call_output":
+            key = "content" if "content" in entry else "output"
+            entry[key] = " ".join([entry[key]] * 4)
+            found += 1
+        elif isinstance(entry.get("content"), list) and entry["content"][0].get("type") == "tool_result":
+            result = dict(entry["content"][0])
+            result["content"] = " ".join([result["content"]] * 4)
+            entry["content"] = [result, *entry["content"][1:]]
+            found += 1
+    return {**body, field: entries}
