@@ -47,6 +47,8 @@ class _Compacted:
     reused: bool
     cache_hit: bool
     calls_made: int
+    over_target: bool = False
+    """Newly written, but what it keeps verbatim could not come under the target: held to the reuse limit."""
 
 
 class SummarizeOldTurns:
@@ -80,7 +82,7 @@ class SummarizeOldTurns:
         selection, compacted = await self._compact_within(messages, settings)
         if compacted is None:
             return _unchanged(messages, before)
-        limit = settings.reuse_limit if compacted.reused else settings.target_tokens
+        limit = settings.reuse_limit if compacted.reused or compacted.over_target else settings.target_tokens
         result = await self._finish(messages, selection, compacted, settings, before=before, limit=limit)
         if result.tokens_after > limit:
             kept = self._counter.count_messages(compacted.view.verbatim())
@@ -122,14 +124,27 @@ class SummarizeOldTurns:
             return selection, await self._compact(messages, selection, settings)
         except CannotCompress:
             deeper = deepen(messages, selection, settings=settings, counter=self._counter)
-            if deeper is None:
-                raise
-        return deeper, await self._compact(messages, deeper, settings)
+        if deeper is not None:
+            selection = deeper
+            try:
+                return selection, await self._compact(messages, selection, settings)
+            except CannotCompress:
+                pass
+        # nothing more can be summarised and what stays (the outputs the model is about to answer, whole)
+        # is still over the target: a compaction within the reuse limit beats cutting what it must read
+        return selection, await self._compact(messages, selection, settings, ceiling=settings.reuse_limit)
 
     async def _compact(
-        self, messages: Sequence[Message], selection: Selection, settings: SummarySettings
+        self,
+        messages: Sequence[Message],
+        selection: Selection,
+        settings: SummarySettings,
+        *,
+        ceiling: int | None = None,
     ) -> _Compacted | None:
-        """The request laid out with a reused or a newly written compaction; None: nothing is old."""
+        """The request laid out with a reused or a newly written compaction; None: nothing is old.
+        ``ceiling``: what a new compaction may keep verbatim (the target unless given)."""
+        most = settings.target_tokens if ceiling is None else ceiling
         if not selection.summarized():
             return None
         hashes = prefix_hashes(messages, selection.blocks[: selection.split], settings=settings)
@@ -146,18 +161,27 @@ class SummarizeOldTurns:
         excerpted, kept_tokens = await asyncio.to_thread(
             partial(compaction.verbatim, settings=settings, counter=self._counter), messages, selection, base
         )
-        if kept_tokens > settings.target_tokens:
+        if kept_tokens > most:
+            name = "target" if most == settings.target_tokens else "reuse limit"
             raise CannotCompress(
                 f"the part kept verbatim (system messages, recent turns, last user message) has "
-                f"{kept_tokens} tokens, over the target of {settings.target_tokens}",
+                f"{kept_tokens} tokens, over the {name} of {most}",
                 kept_tokens=kept_tokens,
-                target_tokens=settings.target_tokens,
+                target_tokens=most,
             )
         summary, produced, calls_made = await self._write(
             messages, selection, settings, hashes, store, base, excerpted
         )
         view = await self._lay_out(messages, selection, summary, settings)
-        return _Compacted(view, summary.blocks, reused=False, cache_hit=not produced, calls_made=calls_made)
+        over = kept_tokens > settings.target_tokens
+        return _Compacted(
+            view,
+            summary.blocks,
+            reused=False,
+            cache_hit=not produced,
+            calls_made=calls_made,
+            over_target=over,
+        )
 
     async def _write(
         self,

@@ -330,3 +330,24 @@ async def test_a_current_turn_over_the_target_has_its_older_calls_summarised_too
     after = await compressor.compress(step, replace(settings, reuse_tokens=100_000))
     assert (after.reused, completer.calls) == (True, 1)
     assert orjson.dumps(after.messages[: len(result.messages)]) == orjson.dumps(result.messages)
+
+
+@pytest.mark.anyio
+async def test_outputs_the_model_answers_over_the_target_are_kept_whole_within_the_reuse_limit() -> None:
+    """The newest call's outputs together are over the target: nothing may cut them (the model is about to
+    read them), so everything older is summarised and the compaction is held to the reuse limit instead."""
+    messages = tool_loop(["x" * 2_000 for _ in range(6)])
+    exchange = tool_exchange(9, calls=3)
+    for message in exchange[1:]:
+        message["content"] = "y" * 3_000
+    messages += exchange
+    settings = make_settings(
+        keep_recent_turns=0, keep_recent_tokens=1_000, target_tokens=5_000, reuse_tokens=20_000
+    )
+    compressor, completer = make()
+    result = await compressor.compress(messages, settings)
+    assert result.messages[-4:] == exchange  # the call and its three outputs, whole
+    assert 5_000 < result.tokens_after <= 20_000
+    assert completer.calls >= 1 and result.summarized_count > 0
+    with pytest.raises(CannotCompress, match="over the reuse limit of 8000"):  # and no further
+        await make()[0].compress(messages, replace(settings, reuse_tokens=8_000))
