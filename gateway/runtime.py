@@ -73,6 +73,7 @@ def model_facts(config: GatewayConfig) -> dict[str, ModelFacts]:
             cached_input_price=float(model.pricing.cached_input)
             if model.pricing and model.pricing.cached_input is not None
             else None,
+            output_price=float(model.pricing.output) if model.pricing else None,
         )
         for name, model in config.models.items()
         if model.kind == "chat"

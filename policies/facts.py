@@ -22,6 +22,8 @@ class ModelFacts:
     """USD per million input tokens (below any tier); None: the model has no prices."""
     cached_input_price: float | None = None
     """USD per million cached input tokens; None: cached tokens cost the input price."""
+    output_price: float | None = None
+    """USD per million output tokens (a summary the cheap model writes); None: not priced."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

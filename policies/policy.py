@@ -115,6 +115,7 @@ def _compress(config: CompressConfig, bands: ModelBands, loc: Loc) -> CompressSe
         pin_max_tokens=config.pin_max_tokens,
         recall_tokens=config.recall_tokens,
         client_compaction=tuple(phrase.lower() for phrase in config.client_compaction),
+        compact_early=config.compact_early and timing is Timing.DEFERRED,
     )
 
 

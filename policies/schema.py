@@ -114,6 +114,10 @@ class CompressConfig(_Strict):
     )
     target_tokens: int | None = Field(default=None, gt=0, description="default: by target_ratio")
     target_ratio: float | None = Field(default=None, gt=0, lt=1, description="default 0.3")
+    compact_early: bool = Field(
+        default=True,
+        description="deferred: compact a warm, growing conversation below the warning line once that pays",
+    )
     precompress_at: int | None = Field(default=None, gt=0)
     chunk_tokens: int | None = Field(default=None, gt=0)
     pinned_tokens: int = Field(default=8_000, ge=0, description="the user's own words kept verbatim")
