@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from types import MappingProxyType
 
 _NO_HEADERS: Mapping[str, str] = MappingProxyType({})
@@ -26,6 +27,15 @@ class ModelFacts:
     """USD per million output tokens (a summary the cheap model writes); None: not priced."""
 
 
+class Strategy(StrEnum):
+    """How the gateway last cut a conversation (what it is, never its text)."""
+
+    COMPRESS = "compress"
+    """Compacted: a summary prefix, excerpts of documents or not after it."""
+    RETRIEVE = "retrieve"
+    """Excerpted only: relevant chunks of its documents, no summary."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CacheFacts:
     """What the gateway knows of the provider's prompt cache for this request's conversation."""
@@ -38,6 +48,11 @@ class CacheFacts:
     """Tokens the conversation grew by since its previous request; None: not known."""
     compacted: bool = False
     """The gateway sent this conversation compacted last time (its summary is the prefix in use)."""
+    strategy: Strategy | None = None
+    """How the gateway last cut this conversation, warm or not (a forwarded request keeps what the
+    conversation had); None: never cut."""
+    switches: int = 0
+    """How often the conversation's strategy changed from one to the other."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -24,10 +24,14 @@ def cache_facts(
             cached_tokens=held_tokens(state.sent, cache=cache, now_ms=now_ms),
             growth_tokens=growth if growth is None or growth >= 0 else None,
             compacted=True,
+            strategy=state.strategy,
+            switches=state.switches,
         )
     warm = previous.model == model and previous.warm_at(now_ms)
     return CacheFacts(
         warm=warm,
         cached_tokens=cached_prefix(previous, chain, cache=cache, now_ms=now_ms) if warm else 0,
         growth_tokens=growth if growth is None or growth >= 0 else None,
+        strategy=state.strategy,
+        switches=state.switches,
     )

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from gateway.conversations.fingerprint import Chain
+from policies.facts import Strategy
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,11 +37,19 @@ class ConversationState:
     """What the gateway sent, when it was not the client's request as is."""
     compacted: bool = False
     """What was sent was compacted (a summary in use), not only excerpted."""
+    strategy: Strategy | None = None
+    """How the gateway cut the conversation last (kept through requests it forwarded)."""
+    switches: int = 0
+    """How often that strategy changed in this conversation."""
 
     def to_json(self) -> bytes:
         data: dict[str, Any] = {"c": _seen(self.client), "z": self.compacted}
         if self.sent is not None:
             data["s"] = _seen(self.sent)
+        if self.strategy is not None:
+            data["g"] = self.strategy.value
+        if self.switches:
+            data["w"] = self.switches
         return orjson.dumps(data)
 
     @classmethod
@@ -53,9 +62,21 @@ class ConversationState:
                 client=_parse(data["c"]),
                 sent=_parse(sent) if isinstance(sent, dict) else None,
                 compacted=data.get("z") is True,
+                strategy=Strategy(data["g"]) if "g" in data else None,
+                switches=int(data.get("w", 0)),
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             return None
+
+
+def carried(before: ConversationState | None, strategy: Strategy | None) -> tuple[Strategy | None, int]:
+    """The strategy and switches a conversation's new state records, ``strategy`` being how this request
+    was cut (None: forwarded, and the conversation keeps the strategy it had); a change is counted."""
+    if before is None:
+        return strategy, 0
+    if strategy is None or before.strategy is None:
+        return strategy or before.strategy, before.switches
+    return strategy, before.switches + (strategy is not before.strategy)
 
 
 def _seen(seen: Seen) -> dict[str, Any]:

@@ -60,8 +60,9 @@ def pays_now(context: Context, cache: CacheFacts) -> tuple[bool, str]:
     of the turns left before the cliff; and the comparison, for the reason (USD per request).
 
     The compression is the compacted request, uncached, and the cheap calls that summarise the rest
-    (reading it and writing a summary per call, ``policies.prices``), prepared or not: a summary prepared
-    in the background is spent all the same."""
+    (reading it and writing a summary per call, ``policies.prices``). When the next turn would cross the
+    cliff, forwarding spends them too (the summary is prepared for the crossing): they are then counted
+    on both sides, and shown."""
     prices = prices_of(context.model_facts, context.bands.model, context.compress.cheap_model)
     if prices is None:
         return False, "no prices"
@@ -70,10 +71,14 @@ def pays_now(context: Context, cache: CacheFacts) -> tuple[bool, str]:
     forward = prices.sent(tokens, cache.cached_tokens)
     growth = cache.growth_tokens
     turns = max(0, (context.bands.cliff - tokens) // growth) if growth else 0
-    compress = prices.sent(size) + prices.summary(tokens - size)
+    summary = prices.summary(tokens - size)
+    compress = prices.sent(size) + summary
+    if _crossing(context, cache):
+        forward += summary
     later = turns * max(0, tokens - size) * prices.cached
     comparison = (
-        f"forward ${forward:.4f}, compress ${compress:.4f} with its summary calls, "
+        f"forward ${forward:.4f}, compress ${compress:.4f} with summary calls of ${summary:.4f}"
+        f"{' (spent either way: the next turn crosses)' if _crossing(context, cache) else ''}, "
         f"{max(0, turns)} later turns save ${later:.4f}"
     )
     return compress <= forward + later, comparison

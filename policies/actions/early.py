@@ -28,7 +28,7 @@ from dataclasses import replace
 from policies.bands import Band
 from policies.context import Context
 from policies.decision import Action, Decision
-from policies.facts import CacheFacts
+from policies.facts import CacheFacts, Strategy
 from policies.prices import prices_of
 from policies.reuse import compacted_size, reuse_limit
 
@@ -40,8 +40,8 @@ def early_compaction(context: Context) -> Decision | None:
     settings, cache = context.compress, context.facts.cache
     if context.band is not Band.BELOW_WARNING or not settings.compact_early or cache is None:
         return None
-    if not cache.warm:
-        return None  # a cold or unknown conversation: nothing says it grows, forwarding keeps it whole
+    if not cache.warm or cache.strategy is Strategy.RETRIEVE:
+        return None  # cold: nothing says it grows; excerpted: it keeps that strategy
     if cache.compacted:
         reason = "compressed below the warning line: the conversation's compacted prefix is kept"
     else:

@@ -18,10 +18,11 @@ from gateway.conversations.counterfactual import (
     from_share,
 )
 from gateway.conversations.fingerprint import Chain, anchor_of, chain_of
-from gateway.conversations.state import ConversationState, Seen
+from gateway.conversations.state import ConversationState, Seen, carried
 from gateway.conversations.store import SHARE_MIN_INPUT, ConversationStore, ShareUpdate
 from gateway.pricing import price
 from gateway.types import Usage
+from policies.facts import Strategy
 from tests.gateway.test_pricing import GPT_5_4
 
 CACHE = PromptCacheConfig()
@@ -110,6 +111,17 @@ def test_state_round_trips_and_unreadable_values_are_none() -> None:
     assert ConversationState.from_json(state.to_json()) == state
     assert ConversationState.from_json(b"{not json") is None
     assert ConversationState.from_json(b'{"c": {"m": "x"}}') is None
+
+
+def test_state_keeps_the_strategy_and_counts_its_switches() -> None:
+    client = seen(conversation(2), at_ms=5)
+    state = ConversationState(client=client, strategy=Strategy.RETRIEVE, switches=1)
+    assert ConversationState.from_json(state.to_json()) == state
+    assert carried(None, Strategy.COMPRESS) == (Strategy.COMPRESS, 0)
+    assert carried(state, None) == (Strategy.RETRIEVE, 1)  # forwarded: the strategy is kept
+    assert carried(state, Strategy.RETRIEVE) == (Strategy.RETRIEVE, 1)
+    assert carried(state, Strategy.COMPRESS) == (Strategy.COMPRESS, 2)
+    assert carried(ConversationState(client=client), Strategy.COMPRESS) == (Strategy.COMPRESS, 0)
 
 
 def test_pricing_cache_writes_cost_the_write_multiplier() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from policies import Action
-from policies.facts import CacheFacts, ModelFacts
+from policies.facts import CacheFacts, ModelFacts, Strategy
 from policies.reuse import compacted_size
 
 from .factories import MODELS, make_engine, make_facts, make_section
@@ -136,3 +136,31 @@ def test_compacted_size_is_the_aim_pins_recall_and_a_summary_within_the_target()
     assert compacted_size(settings) == 15_000 + 8_000 + 2_000 + 4_000
     big = make_engine(make_section(default={"name": "default", "compress": {"keep_recent_tokens": 74_000}}))
     assert compacted_size(big.decide(make_facts(prompt_tokens=1)).compress) == 75_000
+
+
+@pytest.mark.parametrize(
+    ("cache", "share", "transforms"),
+    [
+        # excerpted last time and warm: retrieved again, even with history the bulk of the prompt
+        (CacheFacts(warm=True, strategy=Strategy.RETRIEVE), 0.9, (R,)),
+        # compacted last time (its sent prefix no longer warm, the client's is): compressed first
+        (CacheFacts(warm=True, strategy=Strategy.COMPRESS), 0.1, (C, R)),
+        # cold with switches left: chosen afresh (the switch re-writes nothing cached)
+        (CacheFacts(warm=False, strategy=Strategy.RETRIEVE, switches=1), 0.9, (C, R)),
+        # cold but switched twice already: kept
+        (CacheFacts(warm=False, strategy=Strategy.RETRIEVE, switches=2), 0.9, (R,)),
+        (CacheFacts(warm=False, strategy=Strategy.COMPRESS, switches=2), 0.1, (C, R)),
+    ],
+)
+def test_over_the_cliff_a_conversation_keeps_its_strategy(
+    cache: CacheFacts, share: float, transforms: tuple[Action, ...]
+) -> None:
+    decision = decide(300_000, cache=cache, history_share=share)
+    assert decision.transforms == transforms
+
+
+def test_an_excerpted_conversation_is_not_compacted_early() -> None:
+    excerpted = CacheFacts(warm=True, cached_tokens=94_000, growth_tokens=9_500, strategy=Strategy.RETRIEVE)
+    section = make_section(default={"name": "default", "compress": {"cheap_model": "gpt-5.4-mini"}})
+    decision = make_engine(section, models=PRICED).decide(make_facts(prompt_tokens=104_000, cache=excerpted))
+    assert decision.action is F
