@@ -53,6 +53,8 @@ class CacheFacts:
     conversation had); None: never cut."""
     switches: int = 0
     """How often the conversation's strategy changed from one to the other."""
+    precompressed_usd: float = 0.0
+    """What background pre-compression has spent on this conversation so far."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

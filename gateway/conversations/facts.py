@@ -26,6 +26,7 @@ def cache_facts(
             compacted=True,
             strategy=state.strategy,
             switches=state.switches,
+            precompressed_usd=recalled.precompressed_nanos / 1e9,
         )
     warm = previous.model == model and previous.warm_at(now_ms)
     return CacheFacts(
@@ -34,4 +35,5 @@ def cache_facts(
         growth_tokens=growth if growth is None or growth >= 0 else None,
         strategy=state.strategy,
         switches=state.switches,
+        precompressed_usd=recalled.precompressed_nanos / 1e9,
     )

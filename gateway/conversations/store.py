@@ -4,6 +4,9 @@
   cache's retention (what it describes is gone from the provider by then);
 - ``<prefix>:{tenant}:convs``: the tenant's conversations by last use; past ``max_per_tenant`` the oldest
   are dropped with their state, so a tenant's share of Redis is bounded;
+- ``<prefix>:{tenant}:precompressed:<anchor>``: what background pre-compression has spent on the
+  conversation (nano-USD), kept ``PRECOMPRESSED_TTL_SECONDS`` after its last addition: the policy caps it
+  (``compress.precompress_max_usd``);
 - ``<prefix>:{tenant}:cacheshare``: per model, input and cached tokens of the tenant's requests forwarded
   unchanged (``<model>:in``, ``<model>:cached``): the cached share when a conversation is unknown; kept a
   week after its last update.
@@ -33,6 +36,7 @@ TIMEOUT_SECONDS = 0.25
 RETRY_PAUSES = (0.25, 1.0, 2.0)
 """Pauses before each new try of a failed write."""
 SHARE_TTL_SECONDS = 7 * 24 * 3600
+PRECOMPRESSED_TTL_SECONDS = 24 * 3600
 SHARE_MIN_INPUT = 100_000
 """Input tokens the tenant's unchanged requests must add up to before their cached share is trusted."""
 
@@ -60,6 +64,8 @@ class Recalled:
     state: ConversationState | None
     share: float | None
     available: bool = True
+    precompressed_nanos: int = 0
+    """What background pre-compression has spent on the conversation."""
 
 
 UNAVAILABLE = Recalled(None, None, available=False)
@@ -106,12 +112,28 @@ class ConversationStore:
                 async with self._redis.pipeline(transaction=False) as pipe:
                     pipe.get(state_prefix + anchor)
                     pipe.hmget(share_key, [f"{model}:in", f"{model}:cached"])
-                    raw, (fed, cached) = await pipe.execute()
+                    pipe.get(self._precompressed_key(tenant, anchor))
+                    raw, (fed, cached), spent = await pipe.execute()
         except (RedisError, OSError, TimeoutError) as exc:
             self._log.warning("conversation_state_unavailable", error=type(exc).__name__)
             return UNAVAILABLE
         state = ConversationState.from_json(raw) if raw is not None else None
-        return Recalled(state, _share(fed, cached))
+        return Recalled(state, _share(fed, cached), precompressed_nanos=integer(spent))
+
+    def _precompressed_key(self, tenant: str, anchor: str) -> str:
+        return f"{self._prefix}:{{{tenant}}}:precompressed:{anchor}"
+
+    async def add_precompressed(self, tenant: str, anchor: str, nanos: int) -> None:
+        """Add what one background pre-compression spent to its conversation's total."""
+        key = self._precompressed_key(tenant, anchor)
+
+        async def add() -> None:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.incrby(key, nanos)
+                pipe.expire(key, PRECOMPRESSED_TTL_SECONDS)
+                await pipelined.execute_checked(pipe)
+
+        await self._write(add, what="precompressed")
 
     async def remember(
         self,

@@ -12,8 +12,10 @@ away, so while the request stays under the cliff:
   against forwarding it with its cache plus what the turns left before the cliff (at the growth
   observed) save on a smaller history;
 - otherwise it is forwarded unchanged, with the warning, and its summary is prepared in the background
-  from when the next turn would cross the cliff (always when the growth is unknown), so that the crossing
-  finds it ready;
+  when the next turn, at the growth observed, would cross the cliff (so that the crossing finds it
+  ready) and the conversation's pre-compression spend stays within ``compress.precompress_max_usd``;
+  never on a guess (unknown growth: a branch, another model), since a prepared summary is spent whether
+  or not the crossing comes;
 - a conversation whose cache has gone cold (idle past the retention), or that the gateway does not know,
   is compressed now: the rewrite costs nothing the cache would have saved.
 
@@ -96,12 +98,14 @@ def _deferred(context: Context) -> Decision | None:
     pays, _ = pays_now(context, cache)
     if pays:
         return None
-    crossing = _crossing(context, cache)
     forward = context.decision(Action.FORWARD)
-    reason = f"deferred: cache warm ({cache.cached_tokens} tokens cached), under the cliff" + (
-        "; summary prepared for the crossing" if crossing else ""
-    )
-    return replace(forward, precompress=forward.precompress or crossing, reason=reason)
+    reason = f"deferred: cache warm ({cache.cached_tokens} tokens cached), under the cliff"
+    if cache.growth_tokens is None or not _crossing(context, cache):
+        return replace(forward, reason=reason)
+    if not context.precompress_fits():
+        reason += "; summary not prepared: the conversation's pre-compression spend is at its cap"
+        return replace(forward, reason=reason)
+    return replace(forward, precompress=True, reason=reason + "; summary prepared for the crossing")
 
 
 def _crossing(context: Context, cache: CacheFacts) -> bool:

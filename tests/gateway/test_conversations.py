@@ -17,9 +17,10 @@ from gateway.conversations.counterfactual import (
     from_conversation,
     from_share,
 )
+from gateway.conversations.facts import cache_facts
 from gateway.conversations.fingerprint import Chain, anchor_of, chain_of
 from gateway.conversations.state import ConversationState, Seen, carried
-from gateway.conversations.store import SHARE_MIN_INPUT, ConversationStore, ShareUpdate
+from gateway.conversations.store import SHARE_MIN_INPUT, ConversationStore, Recalled, ShareUpdate
 from gateway.pricing import price
 from gateway.types import Usage
 from policies.facts import Strategy
@@ -148,6 +149,25 @@ async def test_store_keeps_state_and_the_tenant_share(redis_client: aioredis.Red
     unknown = await store.recall(tenant_name, "p2", "gpt-5.2")
     assert unknown.available and unknown.state is None and unknown.share is None
     assert 0 < await redis_client.pttl(f"gwtest:{{{tenant_name}}}:conv:p1") <= 60_000
+
+
+@pytest.mark.anyio
+async def test_store_adds_up_what_pre_compression_spent_per_conversation(
+    redis_client: aioredis.Redis, tenant_name: str
+) -> None:
+    store = ConversationStore(redis_client, prefix="gwtest")
+    assert (await store.recall(tenant_name, "p1", "gpt-5.4")).precompressed_nanos == 0
+    await store.add_precompressed(tenant_name, "p1", 60_000_000)
+    await store.add_precompressed(tenant_name, "p1", 15_000_000)
+    recalled = await store.recall(tenant_name, "p1", "gpt-5.4")
+    assert recalled.precompressed_nanos == 75_000_000
+    assert (await store.recall(tenant_name, "p2", "gpt-5.4")).precompressed_nanos == 0
+    chain_ = chain(conversation(2))
+    state = ConversationState(client=Seen("gpt-5.4", 1, 3600.0, chain_))
+    facts = cache_facts(
+        Recalled(state, None, precompressed_nanos=75_000_000), chain_, model="gpt-5.4", cache=CACHE, now_ms=2
+    )
+    assert facts is not None and facts.precompressed_usd == pytest.approx(0.075)
 
 
 @pytest.mark.anyio

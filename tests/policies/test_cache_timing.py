@@ -31,12 +31,57 @@ def test_a_warm_conversation_in_the_band_is_forwarded_and_its_summary_is_not_yet
     assert any("warning line" in warning for warning in decision.warnings)
 
 
-@pytest.mark.parametrize("growth", [20_000, None])
-def test_the_summary_is_prepared_from_when_the_next_turn_would_cross(growth: int | None) -> None:
-    cache = CacheFacts(warm=True, cached_tokens=250_000, growth_tokens=growth)
+def test_the_summary_is_prepared_from_when_the_next_turn_would_cross() -> None:
+    cache = CacheFacts(warm=True, cached_tokens=250_000, growth_tokens=20_000)
     decision = decide(260_000, cache=cache)
     assert (decision.action, decision.precompress) == (F, True)
     assert "summary prepared for the crossing" in (decision.reason or "")
+
+
+def test_the_summary_is_not_prepared_on_a_guess_when_the_growth_is_unknown() -> None:
+    """A prepared summary is spent whether or not the crossing comes (a branch, another model)."""
+    decision = decide(260_000, cache=CacheFacts(warm=True, cached_tokens=250_000))
+    assert (decision.action, decision.precompress) == (F, False)
+    assert "summary prepared" not in (decision.reason or "")
+
+
+@pytest.mark.parametrize(
+    ("spent", "cap", "prepared"),
+    [
+        (0.0, None, True),
+        (0.0, 0.5, True),  # the cheap model reading the 185K it summarises at $0.25/M: about $0.05
+        (0.47, 0.5, False),  # with what was spent already, over the cap
+        (0.45, None, True),
+        (0.0, 0.01, False),
+    ],
+)
+def test_pre_compression_keeps_within_its_spend_cap_per_conversation(
+    spent: float, cap: float | None, prepared: bool
+) -> None:
+    cache = CacheFacts(warm=True, cached_tokens=250_000, growth_tokens=20_000, precompressed_usd=spent)
+    section = make_section(
+        default={
+            "name": "default",
+            "compress": {
+                "cheap_model": "gpt-5.4-mini",
+                "precompress_max_usd": cap,
+                "keep_recent_tokens": 70_000,
+            },
+        }
+    )
+    decision = make_engine(section, models=PRICED).decide(make_facts(prompt_tokens=260_000, cache=cache))
+    assert (decision.action, decision.precompress) == (F, prepared)
+    if not prepared:
+        assert "pre-compression spend is at its cap" in (decision.reason or "")
+
+
+def test_precompress_at_keeps_within_the_spend_cap_too() -> None:
+    compress = {"cheap_model": "gpt-5.4-mini", "precompress_at": 100_000, "precompress_max_usd": 0.1}
+    engine = make_engine(make_section(default={"name": "default", "compress": compress}), models=PRICED)
+    fresh = engine.decide(make_facts(prompt_tokens=150_000))
+    assert fresh.precompress
+    spent = CacheFacts(warm=False, precompressed_usd=0.09)
+    assert not engine.decide(make_facts(prompt_tokens=150_000, cache=spent)).precompress
 
 
 @pytest.mark.parametrize(
