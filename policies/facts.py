@@ -25,6 +25,10 @@ class ModelFacts:
     """USD per million cached input tokens; None: cached tokens cost the input price."""
     output_price: float | None = None
     """USD per million output tokens (a summary the cheap model writes); None: not priced."""
+    tier_input_multiplier: float = 1.0
+    """The first tier's multiplier of the input price (an input above ``tier_threshold``)."""
+    tier_cached_multiplier: float = 1.0
+    """The first tier's multiplier of the cached input price."""
 
 
 class Strategy(StrEnum):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from policies.actions.compress import is_client_compaction
+from policies.actions.guard import cheaper_forwarded
 from policies.context import Context
 from policies.decision import Action, Decision
 from policies.facts import CacheFacts, Strategy
@@ -21,7 +22,9 @@ class RetrieveChunks:
 
     One conversation keeps one strategy (``kept_strategy``): compacted, it is compressed first whatever
     its history share; excerpted only, it is retrieved again while warm, even when history is the bulk.
-    Each switch re-writes the prefix the provider caches (100K tokens and more past the cliff).
+    Each switch re-writes the prefix the provider caches (100K tokens and more past the cliff). With
+    ``allow_over_cliff``, a warm request whose transform would cost more than forwarding it at the tier
+    is forwarded (``guard``).
 
     A client's own request to summarise the conversation is only compressed, never excerpted: the model
     writing the client's hand-off summary must see the gateway's summary and the recent turns, not
@@ -33,15 +36,19 @@ class RetrieveChunks:
             decision = context.decision(Action.COMPRESS, transforms=(Action.COMPRESS,))
             return replace(decision, reason="client compaction: summary and recent turns, no excerpts")
         kept = kept_strategy(facts.cache)
-        if kept is Strategy.COMPRESS:
-            return context.decision(Action.RETRIEVE, transforms=(Action.COMPRESS, Action.RETRIEVE))
-        if kept is Strategy.RETRIEVE:
-            decision = context.decision(Action.RETRIEVE, transforms=(Action.RETRIEVE,))
-            return replace(decision, reason="retrieved: the conversation keeps its excerpted prefix")
         share = context.retrieve.compress_history_share
-        if share is not None and facts.history_share >= share:
+        compress_first = kept is Strategy.COMPRESS or (
+            kept is None and share is not None and facts.history_share >= share
+        )
+        forwarded = cheaper_forwarded(context, compress_first=compress_first)
+        if forwarded is not None:
+            return forwarded
+        if compress_first:
             return context.decision(Action.RETRIEVE, transforms=(Action.COMPRESS, Action.RETRIEVE))
-        return context.decision(Action.RETRIEVE, transforms=(Action.RETRIEVE,))
+        decision = context.decision(Action.RETRIEVE, transforms=(Action.RETRIEVE,))
+        if kept is Strategy.RETRIEVE:
+            return replace(decision, reason="retrieved: the conversation keeps its excerpted prefix")
+        return decision
 
 
 def kept_strategy(cache: CacheFacts | None) -> Strategy | None:
