@@ -112,6 +112,8 @@ class PolicyEngine:
         warnings: list[str] = []
         if facts.prompt_tokens >= bands.warning:
             warnings.append(notices.line_reached(bands, facts.prompt_tokens))
+        if facts.cache is not None and facts.cache.branched:
+            warnings.append(notices.branched_after_cut())
         passthrough = _passthrough(facts, warnings)
         context = Context(
             facts=facts,

@@ -59,6 +59,9 @@ class CacheFacts:
     """How often the conversation's strategy changed from one to the other."""
     precompressed_usd: float = 0.0
     """What background pre-compression has spent on this conversation so far."""
+    branched: bool = False
+    """The request does not extend the conversation's previous one (the client edited or dropped an
+    earlier turn) after the gateway cut it: the history it resends was not kept in the provider's cache."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

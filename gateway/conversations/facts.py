@@ -18,6 +18,7 @@ def cache_facts(
         return None
     previous = state.client
     growth = chain.tokens[-1] - previous.chain.tokens[-1] if previous.model == model else None
+    branched = state.strategy is not None and chain.shared_elements(previous.chain) < len(previous.chain)
     if state.compacted and state.sent is not None and state.sent.warm_at(now_ms):
         return CacheFacts(
             warm=True,
@@ -27,6 +28,7 @@ def cache_facts(
             strategy=state.strategy,
             switches=state.switches,
             precompressed_usd=recalled.precompressed_nanos / 1e9,
+            branched=branched,
         )
     warm = previous.model == model and previous.warm_at(now_ms)
     return CacheFacts(
@@ -36,4 +38,5 @@ def cache_facts(
         strategy=state.strategy,
         switches=state.switches,
         precompressed_usd=recalled.precompressed_nanos / 1e9,
+        branched=branched,
     )

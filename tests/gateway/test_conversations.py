@@ -170,6 +170,23 @@ async def test_store_adds_up_what_pre_compression_spent_per_conversation(
     assert facts is not None and facts.precompressed_usd == pytest.approx(0.075)
 
 
+def test_a_request_that_does_not_extend_a_cut_conversation_is_a_branch() -> None:
+    before = chain(conversation(6))
+    state = ConversationState(
+        client=Seen("gpt-5.4", 1, 3600.0, before), compacted=False, strategy=Strategy.COMPRESS
+    )
+    recalled = Recalled(state, None)
+
+    def facts_of(messages: list[dict[str, Any]], *, cut: bool = True) -> Any:
+        read = recalled if cut else Recalled(ConversationState(client=state.client), None)
+        return cache_facts(read, chain(messages), model="gpt-5.4", cache=CACHE, now_ms=2)
+
+    edited = [*conversation(4), {"role": "user", "content": "an edited question"}]
+    assert facts_of(edited).branched
+    assert not facts_of(conversation(8)).branched  # grown: the same history and more
+    assert not facts_of(edited, cut=False).branched  # never cut: forwarding kept its cache
+
+
 @pytest.mark.anyio
 async def test_store_is_bounded_per_tenant(redis_client: aioredis.Redis, tenant_name: str) -> None:
     store = ConversationStore(redis_client, prefix="gwtest", max_per_tenant=lambda: 3)

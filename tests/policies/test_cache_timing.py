@@ -209,3 +209,10 @@ def test_an_excerpted_conversation_is_not_compacted_early() -> None:
     section = make_section(default={"name": "default", "compress": {"cheap_model": "gpt-5.4-mini"}})
     decision = make_engine(section, models=PRICED).decide(make_facts(prompt_tokens=104_000, cache=excerpted))
     assert decision.action is F
+
+
+def test_a_branch_after_a_cut_is_never_hidden() -> None:
+    branched = CacheFacts(warm=True, cached_tokens=100_000, branched=True)
+    decision = decide(237_000, cache=branched)
+    assert any("branches from an earlier turn" in warning for warning in decision.warnings)
+    assert not any("branches" in warning for warning in decide(237_000, cache=WARM).warnings)
