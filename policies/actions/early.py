@@ -18,7 +18,8 @@ A conversation the gateway compacted keeps its compaction below the line too (it
 one the provider caches; forwarding the client's history would resend all of it uncached), so one
 conversation keeps one strategy. The risk a compaction adds is told in its reason: a client that
 branches back to a turn before it (edits an earlier message and regenerates) resends that history
-uncached, since only the compacted prefix was kept warm.
+uncached, since only the compacted prefix was kept warm. A compaction below the line that fails (the
+cheap model down) sends the request as received: forwarding it keeps the invariant.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from policies.decision import Action, Decision
 from policies.facts import CacheFacts, Strategy
 from policies.prices import prices_of
 from policies.reuse import compacted_size, reuse_limit
+from policies.settings import Fallback
 
 BRANCH_RISK = "a branch back to an earlier turn resends its history uncached"
 
@@ -50,7 +52,8 @@ def early_compaction(context: Context) -> Decision | None:
             return None
         reason = f"compacted early: it pays ({comparison}); {BRANCH_RISK}"
     decision = context.decision(Action.COMPRESS, transforms=(Action.COMPRESS,))
-    return replace(decision, reason=reason)
+    # below the line forwarding keeps the invariant: a compaction that fails sends the request as it is
+    return replace(decision, reason=reason, compress=replace(decision.compress, on_failure=Fallback.FORWARD))
 
 
 def pays_early(context: Context, cache: CacheFacts) -> tuple[bool, str]:

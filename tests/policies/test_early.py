@@ -93,3 +93,16 @@ def test_the_engine_weighs_conversations_from_the_smallest_early_target() -> Non
     )
     assert late.conversation_from("gpt-5.4") == WARNING
     assert late.conversation_from("unknown") is None
+
+
+def test_an_early_compaction_that_fails_forwards_the_request_as_received() -> None:
+    section = make_section(
+        default={"name": "default", "compress": {"cheap_model": "gpt-5.4-mini", "on_failure": "retrieve"}}
+    )
+    engine = make_engine(section, models=PRICED)
+    facts = make_facts(prompt_tokens=104_000, cache=CHAT)
+    decision = engine.decide(facts)
+    assert decision.transforms == (C,)
+    failed = engine.after_failure(decision, facts, reason="the cheap model is down")
+    assert (failed.action, failed.transforms, failed.tokens) == (F, (), 104_000)
+    assert any("sent as it stands" in warning for warning in failed.warnings)
