@@ -81,7 +81,8 @@ class ProviderConfig(_Strict):
     confirm_messages_counts: Literal["near_line", "always"] = Field(
         default="near_line",
         description="with messages_count_tokens: confirm a Messages count with the provider only near a line "
-        "(the policy's confirm_within_tokens), or before every decision (one more unbilled call per request)",
+        "(within the policy's confirm_within_ratio of the estimate), or before every decision (one more "
+        "unbilled call per request)",
     )
     timeouts: Timeouts = Timeouts()
     retry: RetryConfig = RetryConfig()

@@ -21,6 +21,12 @@ class Limits(Strict):
     conversations_per_tenant: int = Field(
         default=10_000, ge=1, description="conversations whose cache state is kept per tenant (the oldest go)"
     )
+    conversation_memory_seconds: int = Field(
+        default=86_400,
+        ge=0,
+        description="how long a conversation's state is kept after its last request, at least the cache's "
+        "retention: a conversation that comes back later than the retention is then known to be cold",
+    )
     track_conversations_from: int = Field(
         default=16_384,
         ge=0,

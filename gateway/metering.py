@@ -20,7 +20,7 @@ import structlog
 from gateway.config import GatewayConfig, ModelConfig, ModelPricing, prompt_cache_of
 from gateway.conversations.counterfactual import Basis, CounterfactualCache
 from gateway.ledger import CostEvent, Ledger
-from gateway.money import nanos_from_usd
+from gateway.money import nanos_from_usd, usd
 from gateway.pricing import Cost, price
 from gateway.record import SHADOW_CALL, TIMEOUT, RequestRecord, SideCall
 from gateway.servertools import uses_text
@@ -122,14 +122,52 @@ class LedgerRecorder:
             events.append((self.side_event(record, call, config, tenant, kinds[call.kind]), call.kind))
         return events
 
-    def main_event(self, record: RequestRecord, config: GatewayConfig, tenant: str) -> CostEvent:
-        assert record.tenant is not None and record.called_model is not None
-        usage = record.usage or self.estimate(record)
-        if record.tool_uses and not usage.tool_uses:
-            usage = replace(usage, tool_uses=record.tool_uses)
-        cost = cost_of(usage, config, record.called_model)
-        if cost is not None and cost.unpriced_tools:
-            self.unpriced(record.called_model, cost.unpriced_tools)
+    def cost_headers(self, record: RequestRecord) -> dict[str, str]:
+        """What the request cost, for its answer's headers: ``x-gateway-cost-usd`` (its call and the side
+        calls made for it so far), ``x-gateway-saving-usd`` against forwarding it unchanged, with
+        ``x-gateway-saving-basis``; ``x-gateway-cost-estimated: true`` when the usage is not the
+        provider's yet (a stream's headers go before its usage: the input priced with no cache known
+        but the conversation's, no output). Empty before a model was called or when it has no price."""
+        if record.tenant is None or record.called_model is None or record.pending_response is not None:
+            return {}
+        config = self._config()
+        usage = record.usage or self.early_estimate(record)
+        cost, _, basis, counterfactual = self.money(record, config, usage)
+        if cost is None:
+            return {}
+        total = cost.total_nanos + record.flat_cost_nanos
+        estimated = usage.estimated
+        for call in record.side_calls:
+            side = cost_of(call.usage, config, call.model) if call.usage is not None else None
+            total += side.total_nanos if side is not None else 0
+            estimated = estimated or call.usage is None
+        saving = counterfactual + record.flat_cost_nanos - total
+        out = {
+            "x-gateway-cost-usd": usd(total, trim=True),
+            "x-gateway-saving-usd": usd(saving, trim=True),
+            "x-gateway-saving-basis": basis.value,
+        }
+        if estimated:
+            out["x-gateway-cost-estimated"] = "true"
+        return out
+
+    def early_estimate(self, record: RequestRecord) -> Usage:
+        """The usage of a call whose answer has not said it yet: what was sent, cached as the
+        conversation's cache says when it went unchanged (none known otherwise), no output."""
+        sent = record.forwarded_tokens or record.prompt_tokens or 0
+        guess = record.counterfactual
+        cached = guess.tokens if guess is not None and not record.transformed else 0
+        return Usage(
+            input_tokens=sent, cached_input_tokens=min(cached, sent), output_tokens=0, estimated=True
+        )
+
+    def money(
+        self, record: RequestRecord, config: GatewayConfig, usage: Usage
+    ) -> tuple[Cost | None, Usage, Basis, int]:
+        """The call's cost, the usage forwarding it unchanged would have had, how that was known, and
+        what it would have cost (``counterfactual_nanos`` less any flat price)."""
+        model = record.called_model or ""
+        cost = cost_of(usage, config, model)
         unchanged, basis = counterfactual_usage(record, usage)
         if basis is not Basis.FORWARDED and over_window(record, config):
             unchanged, basis = usage, Basis.OVER_WINDOW
@@ -137,8 +175,19 @@ class LedgerRecorder:
         if basis not in (Basis.FORWARDED, Basis.OVER_WINDOW):
             priced = cost_of(unchanged, config, record.routed_model or record.requested_model or "")
             counterfactual = priced.total_nanos if priced is not None else counterfactual
+        return cost, unchanged, basis, counterfactual
+
+    def main_event(self, record: RequestRecord, config: GatewayConfig, tenant: str) -> CostEvent:
+        assert record.tenant is not None and record.called_model is not None
+        usage = record.usage or self.estimate(record)
+        if record.tool_uses and not usage.tool_uses:
+            usage = replace(usage, tool_uses=record.tool_uses)
+        cost, unchanged, basis, counterfactual = self.money(record, config, usage)
+        if cost is not None and cost.unpriced_tools:
+            self.unpriced(record.called_model, cost.unpriced_tools)
         fields = _priced(usage, cost)
         fields["cost_nanos"] += record.flat_cost_nanos
+        fields["estimated"] = usage.estimated or unchanged.estimated  # the saving is an estimate too
         return CostEvent(
             id=record.request_id,
             time_ms=int(record.started_at * 1000),
@@ -234,15 +283,33 @@ def counterfactual_usage(record: RequestRecord, usage: Usage) -> tuple[Usage, Ba
         rerouted = record.action == "reroute" and record.called_model != record.requested_model
         return usage, Basis.AS_SENT if rerouted else Basis.FORWARDED  # a fallback saves nothing
     guess = record.counterfactual or CounterfactualCache(0, Basis.NONE)
+    received, scaled = unchanged_input(record, usage)
     unchanged = Usage(
-        input_tokens=record.prompt_tokens,
-        cached_input_tokens=min(guess.tokens, record.prompt_tokens),
+        input_tokens=received,
+        cached_input_tokens=min(guess.tokens, received),
         output_tokens=usage.output_tokens,
         reasoning_tokens=usage.reasoning_tokens,
-        estimated=usage.estimated or guess.estimated,
+        estimated=usage.estimated or guess.estimated or scaled,
         tool_uses=usage.tool_uses,  # the request unchanged would have used its tools as much
     )
     return unchanged, guess.basis
+
+
+def unchanged_input(record: RequestRecord, usage: Usage) -> tuple[int, bool]:
+    """The input tokens of the request as received, as the provider would have counted them, and
+    whether that is an estimate. Exact counts are the gateway's own; an estimated count (Claude's) is
+    replaced by the provider's count when the gateway asked for it, else scaled by how far the estimate
+    of what was sent fell from the provider's count of it (what decides the tier the unchanged request
+    would have hit: a 178K estimate the provider would have counted 207K is priced over the 200K tier)."""
+    prompt = record.prompt_tokens or 0
+    if not record.counts_estimated:
+        return prompt, False
+    if record.confirmed_tokens is not None:
+        return record.confirmed_tokens, False
+    sent = record.forwarded_tokens
+    if usage.estimated or not sent or usage.input_tokens <= 0:
+        return prompt, True
+    return round(prompt * usage.input_tokens / sent), True
 
 
 def _priced(usage: Usage, cost: Cost | None) -> dict[str, Any]:
@@ -258,4 +325,5 @@ def _priced(usage: Usage, cost: Cost | None) -> dict[str, Any]:
         "estimated": usage.estimated,
         "tool_uses": uses_text(usage.tool_uses),
         "tool_cost_nanos": cost.tool_nanos if cost else 0,
+        "cost_parts": None if cost is None else cost.parts,
     }

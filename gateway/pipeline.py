@@ -36,7 +36,7 @@ from gateway.experiments.answer import answer_of
 from gateway.experiments.live import Experiments
 from gateway.experiments.trouble import ErrorCount
 from gateway.ledger import Budgets
-from gateway.metering import cost_of
+from gateway.metering import LedgerRecorder, cost_of
 from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat, planned_body
 from gateway.record import NO_ACTION, Observer, RequestRecord, notify, notify_soon
 from gateway.reload import ConfigStore
@@ -85,6 +85,9 @@ class Pipeline:
         self.pool = pool
         self.redis = redis
         self.observers = observers
+        recorder = next((each for each in observers if isinstance(each, LedgerRecorder)), None)
+        self.cost_headers = recorder.cost_headers if recorder is not None else None
+        """Prices a request for its answer's headers (the ledger's own pricing)."""
         self.background = background
         self.budgets = budgets
         self.retrievers: dict[Any, Any] = {}
@@ -117,6 +120,7 @@ class Pipeline:
             request_id=new_request_id(), endpoint=endpoint, client_request_id=client_request_id(headers)
         )
         record.probe = is_probe(headers)
+        record.cost_headers = self.cost_headers
         request.state.request_id = record.request_id
         request.state.client_request_id = record.client_request_id
         return record
@@ -327,6 +331,7 @@ class Pipeline:
         record.prompt_tokens = await plan.received()
         record.forwarded_tokens = plan.forwarded_tokens
         record.transformed = plan.changed
+        record.counts_estimated = plan.estimated
         tenant = runtime.config.tenants.get(record.tenant.name) if record.tenant else None
         if plan.changed and tenant is not None and tenant.report_prompt_tokens == "received":
             record.report_prompt_tokens = record.prompt_tokens

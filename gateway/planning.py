@@ -5,6 +5,10 @@ counted inline (per-message counts are cached, so a growing conversation costs o
 body whose byte size proves it is below the warning line is decided on that bound, and counted exactly in a
 worker thread while the upstream call runs (for the response headers and the ledger). Anything else is
 counted before the decision, off the event loop when large.
+
+A transform never makes the request larger: when what it returns counts more tokens than it received,
+its input is kept and the policy treats the step as failed (lasting), so escalation moves on or sends
+the request as it stands (``policies.escalation``).
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ import orjson
 from gateway.errors import ContextLengthExceeded, GatewayError, PermissionDenied, ServiceUnavailable
 from gateway.runtime import Route, Runtime
 from gateway.tokens.counter import TokenCount, TokenCounter
-from policies import Action, Decision, Facts, PolicyEngine, Rejection
+from policies import Action, Decision, Facts, ModelBands, PolicyEngine, Rejection
 from policies.facts import CacheFacts
+from policies.margin import CountMargin
 
 INLINE_COUNT_BYTES = 16 * 1024
 
@@ -46,6 +51,9 @@ class Front(Protocol):
     """How one API shape shows its prompt to counting and the transforms: chat messages as they are,
     or another shape (Responses input items) through an adapter to chat-style messages and back."""
 
+    approximate: bool
+    """Its counts are estimates whatever the model (Messages: Claude's tokenizer is not public)."""
+
     def count(self, counter: TokenCounter, model: str, body: Mapping[str, Any]) -> TokenCount: ...
 
     def upper_bound(
@@ -63,6 +71,8 @@ class Front(Protocol):
 
 class ChatFront:
     """Chat completions: the messages are the body's own."""
+
+    approximate = False
 
     def count(self, counter: TokenCounter, model: str, body: Mapping[str, Any]) -> TokenCount:
         return counter.count_chat(model, body)
@@ -96,6 +106,8 @@ class Plan:
     sent_count: TokenCount | None = None
     """The count of the body as rewritten, when the transforms changed it."""
     front: Front = CHAT
+    estimated: bool = False
+    """The counts stand in for a tokenizer the gateway does not have (``estimated_counts``)."""
     _pending: Awaitable[TokenCount] | None = field(default=None, repr=False)
 
     async def received(self) -> int | None:
@@ -165,11 +177,14 @@ async def plan_chat(
 
     ``front`` adapts the body's shape (chat by default). ``stored``: history held upstream, added to
     the count for the decision; since it cannot be transformed, a decision to transform follows the
-    policy's fallbacks (forward with a warning when the invariant allows, else reject). ``confirm``: the
-    provider's count of the whole prompt (stored history included), asked for when the count is near a
-    line (the policy's ``confirm_within_tokens``), the stored history is unknown, or always
-    (``confirm_always``: a count the gateway can only estimate, on a provider set to confirm every one),
-    and decided on.
+    policy's fallbacks (forward with a warning when the invariant allows, or over the cliff within the
+    window under ``on_exhausted: forward``; else reject). ``confirm``: the provider's count of the whole
+    prompt (stored history included), asked for when the count is near a line (the decision's ``margin``:
+    ``confirm_within_tokens``, or for an estimated count its ``confirm_within_ratio``), the stored history
+    is unknown, or always (``confirm_always``: a count the gateway can only estimate, on a provider set to
+    confirm every one), and decided on. An estimated count near a line that is not confirmed (no
+    ``confirm``, or no answer) is decided at the top of its error band, and so is a transformed request's
+    estimate near a line: an undercount never crosses a line.
     ``conversation``: the cache state of the request's conversation, asked for a request counted at or
     above the line from which the engine weighs it (``conversation_from``: the warning line, or lower
     for a policy that compacts a growing conversation early); such a request is counted exactly first.
@@ -183,13 +198,15 @@ async def plan_chat(
         return Plan(decision=None, body=body, front=front)
     plan = Plan(decision=None, body=body, front=front)
     weigh_from = engine.conversation_from(model) or bands.warning
+    estimated = plan.estimated = estimated_counts(front, counter, model)
     if body_len <= INLINE_COUNT_BYTES:
         plan.count = front.count(counter, model, body)
         tokens = plan.count.total
     else:
         bound = front.upper_bound(counter, model, body, body_len)
         extra = stored.tokens if stored is not None else 0
-        if bound + extra < weigh_from:
+        # an estimate's error is under itself (``confirm_within_ratio`` < 1): twice the bound covers it
+        if bound * (2 if estimated else 1) + extra < weigh_from:
             tokens = bound
             plan._pending = asyncio.ensure_future(anyio.to_thread.run_sync(front.count, counter, model, body))
         else:
@@ -213,16 +230,23 @@ async def plan_chat(
         latest_instruction=instruction,
     )
     decision = engine.decide(facts)
+    counted_tokens = facts.prompt_tokens
     unknown_history = stored is not None and stored.tokens == 0
-    if confirm is not None and (
-        confirm_always or unknown_history or bands.near_line(facts.prompt_tokens, decision.confirm_within)
-    ):
+    margin = decision.margin
+    near = margin.near_line(bands, facts.prompt_tokens, estimated=estimated)
+    if confirm is not None and (confirm_always or unknown_history or near):
         confirmed = await confirm()
         if confirmed is not None:
             plan.confirmed_tokens = confirmed
             if confirmed != facts.prompt_tokens:
                 facts = replace(facts, prompt_tokens=confirmed)
                 decision = engine.decide(facts)
+    if plan.confirmed_tokens is None and estimated and near:
+        own_band = decision.band
+        facts = replace(facts, prompt_tokens=margin.top(facts.prompt_tokens, estimated=True))
+        decision = engine.decide(facts)
+        if decision.band is not own_band:
+            decision = replace(decision, warnings=(*decision.warnings, margin.unconfirmed(counted_tokens)))
     if stored is not None:
         decision = _without_transforms(engine, decision, facts, stored)
     if decision.rejection is not None:
@@ -230,18 +254,25 @@ async def plan_chat(
     await admit(facts.prompt_tokens, decision)
     messages: list[Any] = front.messages(body) if decision.transforms else []
     rebuilt: dict[str, Any] = body
+    # the gateway's own count of what the next transform receives: it may return no more than that
+    held = plan.count.total if plan.count is not None else decision.tokens
     while decision.transforms and decision.rejection is None:
         step = decision.transforms[0]
         try:
-            messages = await transforms.run(step, messages, decision, facts)
-            rebuilt = front.rebuild(body, messages)
+            produced = await transforms.run(step, messages, decision, facts)
+            candidate = front.rebuild(body, produced)
         except TransformFailed as exc:
             decision = engine.after_failure(decision, facts, reason=str(exc), lasting=exc.lasting)
             continue
+        counted = await _count_async(runtime, front, model, candidate, body_len)  # off the loop when large
+        if counted.total > held:  # never send more than the transform received: keep its input
+            reason = f"{step} made the request larger ({counted.total} of {held} tokens); its input is kept"
+            decision = engine.after_failure(decision, facts, reason=reason, lasting=True)
+            continue
+        messages, rebuilt, held = produced, candidate, counted.total
         plan.changed = True
-        counted = await _count_async(runtime, front, model, rebuilt, body_len)  # off the loop when large
         plan.sent_count = counted
-        decision = engine.after_transform(decision, facts, counted.total)
+        decision = engine.after_transform(decision, facts, _safe(margin, bands, counted.total, estimated))
     if decision.rejection is not None:
         raise _rejecting(plan, decision, rejected)
     plan.decision = decision
@@ -249,9 +280,27 @@ async def plan_chat(
         plan.body = rebuilt
     if stored is not None:
         plan.forwarded_tokens = plan.received_tokens
+    elif plan.changed and estimated and plan.sent_count is not None:
+        plan.forwarded_tokens = plan.sent_count.total  # the estimate, not the top it was decided at
+    elif not plan.changed and plan.confirmed_tokens is None and plan.count is not None:
+        plan.forwarded_tokens = counted_tokens
     else:
         plan.forwarded_tokens = decision.tokens if (plan.changed or plan.count is not None) else None
     return plan
+
+
+def estimated_counts(front: Front, counter: TokenCounter, model: str) -> bool:
+    """Whether the gateway's counts for ``model`` on ``front`` stand in for a tokenizer it does not have
+    (Messages: Claude's; any front: a model whose encoding is the configured default), so their error
+    grows with the prompt (``policies.margin``)."""
+    return front.approximate or counter.profile(model).approximate
+
+
+def _safe(margin: CountMargin, bands: ModelBands, tokens: int, estimated: bool) -> int:
+    """The count to check a transformed request on: an estimate near a line at the top of its band."""
+    if estimated and margin.near_line(bands, tokens, estimated=True):
+        return margin.top(tokens, estimated=True)
+    return tokens
 
 
 async def _count_async(

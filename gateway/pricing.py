@@ -72,8 +72,18 @@ class Cost:
     """The usage was counted by the gateway rather than reported by the upstream."""
     tool_nanos: int = 0
     """The server-side tools' uses (part of ``total_nanos``)."""
+    cache_write_nanos: int = 0
+    """The input tokens written to the provider's cache, their premium included (part of ``input_nanos``;
+    their share of the uncached input's amount, so a tier's split over the line is spread evenly)."""
     unpriced_tools: tuple[str, ...] = ()
     """Kinds of tools used that the model's ``per_use`` prices do not list (billed nothing)."""
+
+    @property
+    def parts(self) -> tuple[int, int, int, int]:
+        """The cost less the tools, by priced unit: uncached input (cache writes apart), cached input,
+        cache writes, output (``CostEvent.cost_parts``)."""
+        writes = self.cache_write_nanos
+        return (self.input_nanos - writes, self.cached_input_nanos, writes, self.output_nanos)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,16 +134,18 @@ def price_at_tier(
     write_1h_multiplier: Decimal = WRITE_1H_MULTIPLIER,
 ) -> Cost:
     """The cost of ``usage`` billed under ``tier`` whatever its size (projections: "at the cliff price")."""
-    for field in (
-        "input_tokens",
-        "cached_input_tokens",
-        "output_tokens",
-        "reasoning_tokens",
-        "cache_write_tokens",
-        "cache_write_1h_tokens",
+    if (
+        min(
+            usage.input_tokens,
+            usage.cached_input_tokens,
+            usage.output_tokens,
+            usage.reasoning_tokens,
+            usage.cache_write_tokens,
+            usage.cache_write_1h_tokens,
+        )
+        < 0
     ):
-        if getattr(usage, field) < 0:
-            raise ValueError(f"usage.{field} is negative")
+        _negative(usage)
     if tier is not None and not 0 <= tier < len(pricing.tiers):
         raise ValueError(f"no tier {tier}; the model has {len(pricing.tiers)}")
     rates = _rates(pricing)
@@ -141,9 +153,13 @@ def price_at_tier(
     uncached_amount, cached_amount = _input(usage.input_tokens - cached, cached, rates, pricing.tiers, tier)
     written = min(usage.cache_write_tokens, usage.input_tokens - cached)
     hour = min(usage.cache_write_1h_tokens, written)
-    premium = (written - hour) * (Fraction(write_multiplier) - 1 if write_multiplier else 0) + hour * (
-        Fraction(write_1h_multiplier) - 1
-    )
+    premium = (
+        (written - hour) * (Fraction(write_multiplier) - 1 if write_multiplier else 0)
+        + hour * (Fraction(write_1h_multiplier) - 1)
+        if written
+        else 0
+    )  # most calls write nothing: no fractions to build for them (this runs on every request)
+    base = uncached_amount
     if premium:
         chosen_tier = pricing.tiers[tier] if tier is not None else None
         scale = (
@@ -162,6 +178,10 @@ def price_at_tier(
         round(cached_amount),
         round(output_amount),
     )
+    uncached = usage.input_tokens - cached
+    write_nanos = (
+        round(Fraction(base) * written / uncached + (uncached_amount - base)) if written and uncached else 0
+    )
     tools, unpriced = tool_nanos(usage.tool_uses, pricing) if usage.tool_uses else (0, ())
     return Cost(
         total_nanos=input_nanos + cached_nanos + output_nanos + tools,
@@ -171,8 +191,23 @@ def price_at_tier(
         tier=tier,
         estimated=usage.estimated,
         tool_nanos=tools,
+        cache_write_nanos=min(write_nanos, input_nanos),
         unpriced_tools=unpriced,
     )
+
+
+def _negative(usage: Usage) -> None:
+    """Raise for the first count of ``usage`` below zero."""
+    for field in (
+        "input_tokens",
+        "cached_input_tokens",
+        "output_tokens",
+        "reasoning_tokens",
+        "cache_write_tokens",
+        "cache_write_1h_tokens",
+    ):
+        if getattr(usage, field) < 0:
+            raise ValueError(f"usage.{field} is negative")
 
 
 def tool_nanos(uses: tuple[tuple[str, int], ...], pricing: ModelPricing) -> tuple[int, tuple[str, ...]]:

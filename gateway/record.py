@@ -26,10 +26,10 @@ log = structlog.get_logger("gateway.observers")
 NO_ACTION = "none"
 """The action of a request that failed before anything was decided for it or sent upstream."""
 TIMEOUT = "timeout"
+"""The kind of a side call that stands for an attempt of the request's own call that timed out."""
 SHADOW_CALL = "shadow"
 """The kind of an experiment's call to its candidate (``gateway.experiments.shadow``): billed to the
 experiment, with no saving."""
-"""The kind of a side call that stands for an attempt of the request's own call that timed out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +77,9 @@ class RequestRecord:
     forwarded_tokens: int | None = None
     confirmed_tokens: int | None = None
     """The provider's own count of the prompt, when the gateway asked for it (near a line)."""
+    counts_estimated: bool = False
+    """The gateway's counts stand in for a tokenizer it does not have (Claude's): the unchanged request's
+    is priced on the provider's count (``metering.unchanged_input``)."""
     usage: Usage | None = None
     cost_nanos: int | None = None
     """What the request's cost events add up to (its own call and its side calls), set by the ledger's
@@ -121,6 +124,8 @@ class RequestRecord:
     """The cached tokens the request forwarded unchanged would plausibly have had (a rewritten request)."""
     flat_cost_nanos: int = 0
     """Billed on top of the priced usage: a passthrough entry's ``price_usd``."""
+    cost_headers: Callable[[RequestRecord], dict[str, str]] | None = None
+    """What the request cost, as its answer's headers (``LedgerRecorder.cost_headers``); None: none."""
     probe: bool = False
     """The request was marked ``x-gateway-probe: 1`` (``gateway.sampling.is_probe``): always sampled."""
     experiment: str | None = None

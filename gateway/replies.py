@@ -45,6 +45,8 @@ def headers(record: RequestRecord, upstream: httpx.Response | None = None) -> di
         out["x-gateway-reason"] = record.reason
     if record.experiment:
         out["x-gateway-experiment"] = record.experiment
+    if record.cost_headers is not None:
+        out.update(record.cost_headers(record))
     if upstream is not None:
         for name, value in upstream.headers.items():
             if name.startswith(PASSED_UPSTREAM_HEADERS):

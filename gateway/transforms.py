@@ -11,13 +11,14 @@ import orjson
 import redis.asyncio as aioredis
 
 from compressors.lru import Lru
-from compressors.protocols import Message
+from compressors.protocols import Completer, Message
 from compressors.summary import CannotCompress, SummarizeOldTurns, SummaryFailed, SummarySettings
 from gateway.cache import RedisCache
 from gateway.errors import GatewayError
 from gateway.planning import TransformFailed
 from gateway.record import RequestRecord, SideCall
 from gateway.runtime import Runtime
+from gateway.summary_completer import MessagesCompleter, messages_only
 from gateway.tokens.adapter import ModelTokens
 from gateway.upstream import UpstreamPool, send
 from gateway.usage import usage_from_openai
@@ -58,6 +59,16 @@ class UpstreamCompleter:
         if not isinstance(content, str):
             raise RuntimeError("the cheap model's answer has no text")
         return content
+
+
+def cheap_completer(
+    pool: UpstreamPool, runtime: Runtime, model: str, record: RequestRecord, *, kind: str = "summary"
+) -> Completer:
+    """The completer for ``model``: on Messages for a model of a ``kind: anthropic`` provider
+    (``gateway.summary_completer``), else on chat completions."""
+    if messages_only(runtime, model):
+        return MessagesCompleter(pool, runtime, model, record, kind=kind)
+    return UpstreamCompleter(pool, runtime, model, record, kind=kind)
 
 
 class UpstreamEmbedder:
@@ -178,7 +189,7 @@ class CompressorTransforms:
     def summarizer(self, settings: SummarySettings, tenant: str, counter: ModelTokens) -> SummarizeOldTurns:
         return SummarizeOldTurns(
             counter=counter,
-            completer=UpstreamCompleter(self._pool, self._runtime, settings.cheap_model, self._record),
+            completer=cheap_completer(self._pool, self._runtime, settings.cheap_model, self._record),
             cache=RedisCache(self._redis, tenant, "summary"),
             recall_memory=self._recall_memory,
         )

@@ -14,8 +14,9 @@ Typical use::
         # or, when the transform raised: engine.after_failure(decision, facts, reason=str(exc))
 
 The invariant every decision keeps: a request goes upstream with at most its target model's cliff of
-input tokens, unless the matching policy sets ``allow_over_cliff`` (then ``above_cliff`` is set and a
-warning is attached), and never with more than the model's context window.
+input tokens, unless the matching policy sets ``allow_over_cliff``, or no transform could bring it under
+the cliff and the policy's ``on_exhausted`` is ``forward`` (then ``above_cliff`` is set and a warning is
+attached), and never with more than the model's context window.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from policies.errors import PolicyConfigError, Problem
 from policies.facts import Facts, ModelFacts
 from policies.loader import load_default, parse_policies
 from policies.schema import PoliciesConfig
-from policies.settings import CompressSettings, Fallback, RetrieveSettings
+from policies.settings import CompressSettings, Exhausted, Fallback, RetrieveSettings
 
 __all__ = [
     "PASSTHROUGH_HEADER",
@@ -37,6 +38,7 @@ __all__ = [
     "BandRow",
     "CompressSettings",
     "Decision",
+    "Exhausted",
     "Facts",
     "Fallback",
     "ModelBands",

@@ -91,10 +91,11 @@ class Context:
             warnings=(*self.warnings, notices.above_cliff(target, self.tokens)) if above else self.warnings,
             transforms=transforms,
             allow_over_cliff=self.policy.allow_over_cliff,
+            on_exhausted=self.policy.on_exhausted,
             above_cliff=above,
             precompress=precompress and self.precompress_fits(),
             rejection=rejection,
-            confirm_within=self.policy.confirm_within,
+            margin=self.policy.margin,
         )
 
 

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from policies.bands import Band, ModelBands
-from policies.settings import CompressSettings, RetrieveSettings
+from policies.margin import NO_MARGIN, CountMargin
+from policies.settings import CompressSettings, Exhausted, RetrieveSettings
 
 
 class Action(StrEnum):
@@ -68,6 +69,8 @@ class Decision:
     passthrough: bool = False
     """The tenant opted out with ``x-gateway-policy: passthrough`` and is allowed to."""
     allow_over_cliff: bool = False
+    on_exhausted: Exhausted = Exhausted.FORWARD
+    """What happens to a request still over the cliff when no transform can cut it any further."""
     above_cliff: bool = False
     """The request goes upstream above ``model``'s cliff: the ledger records the cliff tier."""
     precompress: bool = False
@@ -76,7 +79,13 @@ class Decision:
     reason: str | None = None
     """Why a warning-band request was forwarded or compressed when the cache decided it
     (``x-gateway-reason``)."""
-    confirm_within: int = 0
-    """The policy would rather have the provider's own count of a prompt this close to a line of the
-    requested model (``ModelBands.near_line``): the gateway asks when the provider offers it, then
-    decides again on that count."""
+    margin: CountMargin = NO_MARGIN
+    """How far the count may be from the provider's (``policies.margin``): within it of a line of the
+    requested model the policy would rather have the provider's own count, which the gateway asks when
+    the provider offers it, then decides again on that count; an estimate it could not confirm there is
+    decided again at the top of its error band."""
+
+    @property
+    def confirm_within(self) -> int:
+        """The margin of an exact count (``confirm_within_tokens``)."""
+        return self.margin.tokens

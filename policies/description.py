@@ -8,7 +8,7 @@ from policies.bands import Band, ModelBands
 from policies.decision import Action
 from policies.engine import PolicyEngine
 from policies.policy import Policy
-from policies.settings import Timing
+from policies.settings import Exhausted, Timing
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,6 +62,8 @@ def _policy_view(policy: Policy, bands: ModelBands, engine: PolicyEngine) -> Pol
         action = policy.actions[band]
         model = policy.reroute_model if action is Action.REROUTE and policy.reroute_model else bands.model
         detail = _detail(policy, action, bands, engine.bands[model], span)
+        if band is Band.OVER_CLIFF and action in (Action.COMPRESS, Action.RETRIEVE):
+            detail += _exhausted(policy, bands)
         if policy.observe:
             limit = bands.window if policy.allow_over_cliff else bands.cliff
             detail = f"observe only: forwards unchanged up to {limit} tokens; would {action}: {detail}"
@@ -119,6 +121,13 @@ def _detail(
             text += f"; above {limit} tokens: on failure {compress.on_failure}"
         return text
     return "403 policy_rejected" if span[0] < bands.warning else "400 context_length_exceeded"
+
+
+def _exhausted(policy: Policy, bands: ModelBands) -> str:
+    """What becomes of a request over the cliff that no transform can bring under it."""
+    if policy.allow_over_cliff or policy.on_exhausted is Exhausted.FORWARD:
+        return "; what cannot be cut under the cliff: forwarded, billed at the higher tier"
+    return "; what cannot be cut under the cliff: 400 context_length_exceeded"
 
 
 def _match_text(policy: Policy) -> str:

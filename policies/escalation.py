@@ -8,14 +8,21 @@ After a transform (``after_transform``), with ``t`` the tokens it produced and `
 2. another transform is planned (compress, then retrieve): run it;
 3. ``t`` is below the warning line: send it, with a warning that the target was missed;
 4. the transform was compress and retrieve has not run: retrieve next;
-5. ``t`` keeps the invariant: send it with a warning; else reject with 400 ``context_length_exceeded``.
+5. ``t`` keeps the invariant: send it with a warning;
+6. nothing more can cut it (exhausted): by the policy's ``on_exhausted``, ``forward`` sends it when it
+   fits the model's window, with a warning, recorded above the cliff; else (``reject``, or over the
+   window) reject with 400 ``context_length_exceeded``.
 
 After a failure (``after_failure``), by the failed transform's ``on_failure``:
 ``reject`` answers 503; ``forward`` sends the request as it stands when the invariant allows it;
-otherwise the next planned transform runs, or retrieve after a failed compress, or 503. A failure that
-lies in the request itself (``lasting``: retrieval finds no document to cut, or no room once the messages
-it must keep are counted) answers 400 ``context_length_exceeded`` instead of 503: the same request would
-fail the same way again, and clients retry a 503.
+otherwise the next planned transform runs, or retrieve after a failed compress; when none is left, the
+request is exhausted (6. above, the request as it stands), else 503. A failure that lies in the request
+itself (``lasting``: retrieval finds no document to cut, or no room once the messages it must keep are
+counted, or a transform that made the request larger) answers 400 ``context_length_exceeded`` instead of
+503: the same request would fail the same way again, and clients retry a 503.
+
+So a request that fits the model's window is never failed by the gateway's own transforms unless the
+policy asks for it (``on_failure: reject``, ``on_exhausted: reject``).
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from dataclasses import replace
 from policies import notices
 from policies.decision import Action, Decision, Rejection
 from policies.facts import Facts
-from policies.settings import Fallback
+from policies.settings import Exhausted, Fallback
 
 
 def after_transform(decision: Decision, facts: Facts, new_tokens: int) -> Decision:
@@ -51,6 +58,8 @@ def after_transform(decision: Decision, facts: Facts, new_tokens: int) -> Decisi
         return _plan_retrieve(moved, warning)
     if decision.bands.admits(new_tokens, allow_over_cliff=decision.allow_over_cliff):
         return _send(moved, missed)
+    if _forwards_exhausted(moved):
+        return _send(moved, missed, exhausted=True)
     why = f"{step} left {new_tokens} of {facts.prompt_tokens} input tokens"
     return _reject(
         moved, notices.too_long(bands=decision.bands, tokens=new_tokens, policy=decision.policy, why=why)
@@ -75,7 +84,18 @@ def after_failure(decision: Decision, facts: Facts, *, reason: str, lasting: boo
         return replace(failed, action=rest[-1], warnings=(*failed.warnings, warning))
     if step is Action.COMPRESS and Action.RETRIEVE not in decision.applied:
         return _plan_retrieve(failed, notices.transform_failed(step, reason, "retrieve next"))
+    if _forwards_exhausted(failed):
+        warning = notices.transform_failed(step, reason, "sent as it stands")
+        return _send(failed, warning, exhausted=True)
     return _reject(failed, _failure(decision, step, reason, lasting=lasting))
+
+
+def _forwards_exhausted(decision: Decision) -> bool:
+    """Whether the policy sends a request no transform can cut further as it stands: ``on_exhausted:
+    forward`` and it fits the model's window (over it the upstream would refuse it anyway)."""
+    return decision.on_exhausted is Exhausted.FORWARD and decision.bands.admits(
+        decision.tokens, allow_over_cliff=True
+    )
 
 
 def _failure(decision: Decision, step: Action, reason: str, *, lasting: bool) -> Rejection:
@@ -102,11 +122,13 @@ def _plan_retrieve(decision: Decision, warning: str) -> Decision:
     return replace(decision, action=Action.RETRIEVE, transforms=(Action.RETRIEVE,), warnings=warnings)
 
 
-def _send(decision: Decision, *warnings: str) -> Decision:
-    """Send the request as it stands to ``decision.model`` (the caller checked the invariant)."""
+def _send(decision: Decision, *warnings: str, exhausted: bool = False) -> Decision:
+    """Send the request as it stands to ``decision.model`` (the caller checked the invariant, or found
+    the request ``exhausted`` with a policy that forwards it then)."""
     above = decision.tokens > decision.bands.cliff
     if above:
-        warnings = (*warnings, notices.above_cliff(decision.bands, decision.tokens))
+        why = "on_exhausted: forward, nothing left to cut" if exhausted else "allow_over_cliff"
+        warnings = (*warnings, notices.above_cliff(decision.bands, decision.tokens, why))
     return replace(
         decision,
         action=decision.applied[-1] if decision.applied else Action.FORWARD,

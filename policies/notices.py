@@ -39,10 +39,10 @@ def line_reached(bands: ModelBands, tokens: int) -> str:
 
 
 @header_value
-def above_cliff(bands: ModelBands, tokens: int) -> str:
+def above_cliff(bands: ModelBands, tokens: int, why: str = "allow_over_cliff") -> str:
     return (
         f"{tokens} input tokens go to {bands.model} above its price cliff of {bands.cliff} tokens "
-        "(allow_over_cliff): billed at the higher tier"
+        f"({why}): billed at the higher tier"
     )
 
 

@@ -10,9 +10,10 @@ from policies.bands import Band, ModelBands
 from policies.decision import Action
 from policies.errors import Loc, PolicyConfigError, Problem
 from policies.facts import Facts
+from policies.margin import NO_MARGIN, CountMargin
 from policies.matching import Matcher
 from policies.schema import CompressConfig, PolicyBody, RetrieveConfig, RuleConfig
-from policies.settings import CompressSettings, Fallback, RetrieveSettings, Timing
+from policies.settings import CompressSettings, Exhausted, Fallback, RetrieveSettings, Timing
 
 DEFAULT_TARGET_RATIO = 0.3
 """A fresh compaction counts at most 30% of the warning line (75,000 for a 250,000 line): small enough
@@ -39,8 +40,11 @@ class Policy:
     compress: Mapping[str, CompressSettings]
     """Settings per model this policy can match."""
     retrieve: Mapping[str, RetrieveSettings]
-    confirm_within: int = 0
-    """Confirm a count this close to the warning line or the cliff with the provider's (when it can)."""
+    on_exhausted: Exhausted = Exhausted.FORWARD
+    """What happens to a request no transform can bring under the cliff (within the window)."""
+    margin: CountMargin = NO_MARGIN
+    """How close to the warning line or the cliff a count is confirmed with the provider's (when it can),
+    and how much larger an estimate left unconfirmed is taken to be."""
 
     def matches(self, facts: Facts) -> bool:
         return self.matcher is None or self.matcher.matches(facts)
@@ -75,7 +79,8 @@ def compile_policy(body: PolicyBody, *, loc: Loc, bands: Mapping[str, ModelBands
         reroute_model=None if body.reroute is None else body.reroute.model,
         compress=compress,
         retrieve=retrieve,
-        confirm_within=body.confirm_within_tokens,
+        on_exhausted=Exhausted(body.on_exhausted),
+        margin=CountMargin(tokens=body.confirm_within_tokens, ratio=body.confirm_within_ratio),
     )
 
 

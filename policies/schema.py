@@ -26,6 +26,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from policies.errors import Loc, PolicyConfigError, Problem
+from policies.margin import DEFAULT_ESTIMATE_RATIO
 from policies.matching import glob_pattern
 
 ActionName = Literal["forward", "compress", "retrieve", "reroute", "reject"]
@@ -215,6 +216,13 @@ class PolicyBody(_Strict):
     name: str = Field(min_length=1)
     mode: Literal["enforce", "observe"] = "enforce"
     allow_over_cliff: bool = Field(default=False, description="may forward above the cliff, with a warning")
+    on_exhausted: Literal["forward", "reject"] = Field(
+        default="forward",
+        description=(
+            "a request no transform can bring under the cliff: forward it within the context window "
+            "(with a warning, billed at the higher tier), or reject it with 400"
+        ),
+    )
     actions: BandActions = BandActions()
     compress: CompressConfig = CompressConfig()
     retrieve: RetrieveConfig = RetrieveConfig()
@@ -223,6 +231,14 @@ class PolicyBody(_Strict):
         default=4_096,
         ge=0,
         description="ask the provider's own input-token count when the gateway's is this close to a line",
+    )
+    confirm_within_ratio: float = Field(
+        default=DEFAULT_ESTIMATE_RATIO,
+        ge=0,
+        lt=1,
+        description="the error bound of an estimated count (Claude's, counted with o200k), as a share of "
+        "it: within it of a line the provider's count is asked, and an estimate left unconfirmed is "
+        "decided as if this much larger",
     )
 
     @model_validator(mode="after")

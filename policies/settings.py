@@ -20,6 +20,16 @@ class Fallback(StrEnum):
     """Answer 503."""
 
 
+class Exhausted(StrEnum):
+    """What to do with a request still over the cliff once every transform has run or failed."""
+
+    FORWARD = "forward"
+    """Send it as it stands when it fits the model's context window, with a warning; the ledger records
+    the tier it lands in. Over the window it is rejected all the same."""
+    REJECT = "reject"
+    """Answer 400 ``context_length_exceeded`` (or 503 when a transform failed for a passing reason)."""
+
+
 class Timing(StrEnum):
     """When the warning band compresses."""
 

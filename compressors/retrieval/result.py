@@ -51,6 +51,12 @@ class RetrievalResult:
     embedding_calls: tuple[EmbeddingCall, ...] = ()
     hybrid_error: str | None = None
     """Why hybrid ranking fell back to BM25 alone (the embedder's exception type), if it did."""
+    kept_tokens: int = 0
+    """About how many tokens of the excerpts are the kept part (``stable``): the same for every
+    question about these documents."""
+    kept_reused: bool = False
+    """The kept part is the one an earlier question sent: the request repeats that request's bytes up
+    to the end of its first document's kept part (a prompt cache serves them)."""
 
     @property
     def embedded_texts(self) -> int:

@@ -3,7 +3,8 @@
 Top to bottom: find the blocks that may be documents; get each one's index (chunks + BM25) from this
 process's memory, the shared cache or by building it off the event loop; decide the documents and
 the question (``documents``); rank every chunk of every document against the question (BM25, fused
-with embeddings when hybrid); assemble the best chunks within the budget (``assembly``).
+with embeddings when hybrid); assemble the best chunks within the budget (``assembly``), the part kept
+from an earlier question about the same documents first (``stable``), remembered for the next one.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from compressors.retrieval.ranking import (
 )
 from compressors.retrieval.result import EmbeddingCall, Outcome, RetrievalRequest, RetrievalResult
 from compressors.retrieval.settings import RetrievalSettings
+from compressors.retrieval.stable import KeptStore, kept_key
 from compressors.retrieval.store import Source, Store
 
 _ESTIMATE_SLACK = 64
@@ -78,6 +80,9 @@ class RetrieveRelevantChunks:
             decode=decode_index,
         )
         self._folded: Lru[bytes] = Lru(settings.memory_entries)
+        self._kept = KeptStore(
+            cache=cache, memory_entries=settings.memory_entries, ttl_seconds=settings.cache_ttl
+        )
         self._vectors: Store[Vectors] = Store(
             cache=cache,
             memory_entries=settings.memory_entries,
@@ -106,9 +111,23 @@ class RetrieveRelevantChunks:
         embedder = request.embedder or self._embedder
         order, hybrid_error = await self._rank(plan, placed, found_all, counter, embedder, calls)
         ranking = _per_document(order, placed)
+        staged = settings.stable_share > 0
+        key = kept_key([found.key for found in found_all])
+        kept = await self._kept.get(key) if staged else None
         assembly = await asyncio.to_thread(
-            assemble, messages, placed, ranking, counter=counter, budget=budget
+            partial(
+                assemble,
+                messages,
+                placed,
+                ranking,
+                counter=counter,
+                budget=budget,
+                stable_share=settings.stable_share,
+                kept=kept,
+            )
         )
+        if assembly.fits and assembly.kept is not None:  # also renews its TTL while questions come
+            await self._kept.put(key, assembly.kept)
         return RetrievalResult(
             messages=assembly.messages if assembly.fits else list(messages),
             outcome="retrieved" if assembly.fits else "no_room",
@@ -120,6 +139,8 @@ class RetrieveRelevantChunks:
             cache_hit=cache_hit,
             embedding_calls=tuple(calls),
             hybrid_error=hybrid_error,
+            kept_tokens=assembly.kept_tokens if assembly.fits else 0,
+            kept_reused=assembly.fits and assembly.kept_reused,
         )
 
     async def _locate(

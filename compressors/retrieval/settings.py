@@ -33,6 +33,16 @@ class RetrievalSettings:
     embedding_concurrency: int = 4
     memory_entries: int = 8
     """Indexes kept in this process (most recently used first); 0 keeps none."""
+    stable_share: float = 0.75
+    """Share of the room for excerpts that the kept part (chosen once per document, then sent the same
+    for every question about it) may take; the rest is chosen for each question. 0 chooses every
+    excerpt for the question (one part, cache-unfriendly across questions).
+
+    At 0.75 a later question pays about a quarter of the excerpts at the input price and the rest at
+    the cached price (about 0.33 of the budget at the input price): less than forwarding a document
+    over a 272K cliff with a warm cache at the 2x tier (0.2 of 272K+) for any budget up to the
+    warning line's half, while a quarter of the room (about 30K tokens at the default budget) still
+    holds dozens of chunks for the question."""
     lock_wait_seconds: float = 2.0
     """How long a request waits for another one building the same index before building it itself."""
 
@@ -47,5 +57,7 @@ class RetrievalSettings:
             raise ValueError("retrieval needs positive budget_tokens, rrf_k and cache_ttl")
         if self.question_max_chars <= 0 or self.embedding_batch <= 0 or self.embedding_concurrency <= 0:
             raise ValueError("retrieval needs positive question_max_chars, embedding_batch and concurrency")
+        if not 0 <= self.stable_share < 1:
+            raise ValueError("retrieval needs 0 <= stable_share < 1")
         if self.memory_entries < 0 or self.lock_wait_seconds < 0:
             raise ValueError("retrieval needs memory_entries >= 0 and lock_wait_seconds >= 0")

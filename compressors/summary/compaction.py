@@ -47,6 +47,13 @@ class View:
     sections: tuple[Section, ...]
     pinned: int
     excerpted: int
+    cut: tuple[int, ...] = ()
+    """Positions of the tool outputs sent as excerpts, in order."""
+
+    def recallable(self) -> list[int]:
+        """Positions of the messages the request no longer holds whole: those the summary messages
+        replace and the excerpted tool outputs (recall can bring back what either left out)."""
+        return sorted({*self.replaced, *self.cut})
 
     def verbatim(self) -> list[Message]:
         """The messages that are not summary messages."""
@@ -84,6 +91,7 @@ def lay_out(
         sections=tuple(sections),
         pinned=pinned,
         excerpted=len(substitutes),
+        cut=tuple(sorted(substitutes)),
     )
 
 

@@ -9,7 +9,9 @@ prompt cache keeps serving them. Past it with nothing older to summarise (an age
 piling up tool outputs), the summary stays and the verbatim part's oldest tool outputs are cut anew by
 the cap. Otherwise only past ``reuse_tokens`` is a new compaction written, once across
 concurrent requests (single flight), aimed at ``target_tokens``: a part appended after the cached ones
-(or the first part, or a roll-up; see ``compaction``), with the tool outputs over the cap excerpted.
+(or the first part, or a roll-up; see ``compaction``), with the tool outputs over the cap excerpted;
+when what the selection keeps verbatim is over the target even so, the split moves later
+(``selection.deepen``) and the current turn's older calls are summarised too.
 Either way the request then gets, after the stable prefix, the excerpts of the summarised turns most
 relevant to its latest question (``recall``), within what the limit leaves.
 """
@@ -30,7 +32,7 @@ from compressors.summary.compaction import View
 from compressors.summary.errors import CannotCompress
 from compressors.summary.keys import lock_key, prefix_hashes
 from compressors.summary.result import Precomputed, SummaryResult
-from compressors.summary.selection import Selection, select
+from compressors.summary.selection import Selection, deepen, select
 from compressors.summary.settings import SummarySettings
 from compressors.summary.store import CachedSummary, SummaryStore
 from compressors.summary.summarizer import Summarizer
@@ -77,8 +79,7 @@ class SummarizeOldTurns:
         could be written. ``tokens_before`` saves a recount when the gateway has already counted it.
         """
         before = self._counter.count_messages(messages) if tokens_before is None else tokens_before
-        selection = select(messages, settings=settings, counter=self._counter)
-        compacted = await self._compact(messages, selection, settings)
+        selection, compacted = await self._compact_within(messages, settings)
         if compacted is None:
             return _unchanged(messages, before)
         limit = settings.reuse_limit if compacted.reused else settings.target_tokens
@@ -103,8 +104,7 @@ class SummarizeOldTurns:
         ``reuse_tokens`` is left as it is) and raises like it, except that a result over the limit is
         not an error here.
         """
-        selection = select(messages, settings=settings, counter=self._counter)
-        compacted = await self._compact(messages, selection, settings)
+        _, compacted = await self._compact_within(messages, settings)
         if compacted is None:
             return Precomputed(summarized_blocks=0, cache_hit=False, calls_made=0)
         return Precomputed(
@@ -112,6 +112,21 @@ class SummarizeOldTurns:
             cache_hit=compacted.cache_hit,
             calls_made=compacted.calls_made,
         )
+
+    async def _compact_within(
+        self, messages: Sequence[Message], settings: SummarySettings
+    ) -> tuple[Selection, _Compacted | None]:
+        """The selection and the request laid out with its compaction; when what the selection keeps
+        verbatim is over the target, once more with the later split of ``selection.deepen`` (the
+        current turn's older calls summarised too), before any cheap-model call."""
+        selection = select(messages, settings=settings, counter=self._counter)
+        try:
+            return selection, await self._compact(messages, selection, settings)
+        except CannotCompress:
+            deeper = deepen(messages, selection, settings=settings, counter=self._counter)
+            if deeper is None:
+                raise
+        return deeper, await self._compact(messages, deeper, settings)
 
     async def _compact(
         self, messages: Sequence[Message], selection: Selection, settings: SummarySettings
@@ -242,7 +257,7 @@ class SummarizeOldTurns:
 
         recalled = await recall(
             messages,
-            view.replaced,
+            view.recallable(),
             asked=question(messages, selection.last_user),
             budget=min(settings.recall_tokens, limit - view.tokens),
             counter=self._counter,

@@ -7,9 +7,13 @@ same bytes, so a compacted request that excerpts a message reads the same on eve
 
 The cap (``SummarySettings.keep_recent_max_tokens``) is applied inside what stays verbatim: the tool
 outputs (``tool`` and ``function`` messages) of the recent blocks are excerpted oldest first until the
-verbatim part counts at most the cap or none is left. Which ones were cut is stored with the summary
-(as block number and place in the block) and reproduced as is on reuse, not recomputed. The head and
-tail sizes are read from the settings of each request: changing them changes the bytes once.
+verbatim part counts at most the cap or none is left. The outputs the model is about to answer (those
+after the last assistant message, when it called tools) are never cut: its next step depends on them.
+What an excerpt leaves out is not lost: the recall document covers the full text of every excerpted
+output (``compaction.View.recallable``), so a later question can bring the middle back. Which ones were
+cut is stored with the summary (as block number and place in the block) and reproduced as is on reuse,
+not recomputed. The head and tail sizes are read from the settings of each request: changing them
+changes the bytes once.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from compressors.protocols import Message, TokenCounter
-from compressors.summary.selection import ANSWER_ROLES, Selection
+from compressors.summary.selection import ANSWER_ROLES, Selection, answered
 from compressors.summary.settings import SummarySettings
 from compressors.summary.transcript import content_text
 
@@ -67,7 +71,10 @@ def shrink(
         return ()
     total = counter.count_messages([messages[i] for i in verbatim])
     cut: list[Ref] = []
+    spared = answered(messages)
     for ref, position in _tool_outputs(messages, selection):
+        if position in spared:
+            continue
         if total <= cap:
             break
         shorter = excerpt_message(messages[position], settings, counter)
@@ -85,13 +92,15 @@ def apply(
     settings: SummarySettings,
     counter: TokenCounter,
 ) -> dict[int, Message]:
-    """The excerpted copies of the messages ``refs`` names, by position (a stale ref is skipped)."""
+    """The excerpted copies of the messages ``refs`` names, by position (a stale ref is skipped, and so
+    is one naming an output the model is about to answer, as on a branch back to an earlier step)."""
     replaced: dict[int, Message] = {}
+    spared = answered(messages)
     for block, place in refs:
         if block >= len(selection.blocks) or place >= len(selection.blocks[block].indices):
             continue
         position = selection.blocks[block].indices[place]
-        if messages[position].get("role") not in ANSWER_ROLES:
+        if messages[position].get("role") not in ANSWER_ROLES or position in spared:
             continue
         shorter = excerpt_message(messages[position], settings, counter)
         if shorter is not None:

@@ -1,7 +1,8 @@
 """Recall: excerpts of the summarised turns that the latest request asks about, in one user message.
 
 A summary loses details (a number in a 20K-token tool output, a line of a pasted log) that a later
-question may need. So the messages the summaries replace are rendered as the cheap model reads them
+question may need, and so does an excerpt of a tool output kept in the recent part. So the messages the
+summaries replace and the excerpted tool outputs, in full, are rendered as the cheap model reads them
 (``transcript.render_message``, joined as ``render_block`` joins them) into one document, cut into
 chunks of 500-800 tokens and indexed with BM25 (``compressors.retrieval``: chunking, index, ranking).
 The question is the latest user message's text (its last ``QUESTION_MAX_CHARS`` characters) plus the

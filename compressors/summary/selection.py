@@ -18,12 +18,17 @@ set the floor to 0 to let the aim summarise the old calls of a loop. What is kep
 over the cap; ``excerpts`` shrinks it inside a compacted request (with no old block at all, the
 request is left as it is). The last user message stays verbatim even when it falls in the old part
 (an agent's task, far back in its loop).
+
+When what the floor keeps is over the target even after those excerpts (turns of long pastes, an agent
+turn of many calls), ``deepen`` moves the split later: only the trailing blocks the aim holds stay, but
+never less than the block with the tool outputs the model is about to answer (``answered``), so the
+older calls of the current turn are summarised, pairs whole, rather than the request left over the cliff.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from compressors.messages import INSTRUCTION_ROLES, latest_user
 from compressors.protocols import Message, TokenCounter
@@ -101,6 +106,34 @@ def select(messages: Sequence[Message], *, settings: SummarySettings, counter: T
             floor = min(_tokens_split(messages, blocks, cap, counter), len(blocks) - 1)
         split = min(split, floor)
     return Selection(blocks=blocks, split=split, last_user=latest_user(messages))
+
+
+def answered(messages: Sequence[Message]) -> frozenset[int]:
+    """Positions of the tool outputs the model is about to answer: those after the last assistant
+    message, when it called tools (an assistant message after them has answered them already)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.get("role") != "assistant":
+            continue
+        if not (message.get("tool_calls") or message.get("function_call")):
+            return frozenset()
+        after = range(index + 1, len(messages))
+        return frozenset(i for i in after if messages[i].get("role") in ANSWER_ROLES)
+    return frozenset()
+
+
+def deepen(
+    messages: Sequence[Message], selection: Selection, *, settings: SummarySettings, counter: TokenCounter
+) -> Selection | None:
+    """A later split, for when what ``selection`` keeps verbatim is over the target: the trailing blocks
+    the aim holds (none without an aim), never past the block of the outputs the model is about to
+    answer; None when that is no later than the split already made."""
+    blocks = selection.blocks
+    spared = answered(messages)
+    last = next((n for n, block in enumerate(blocks) if spared.intersection(block.indices)), len(blocks))
+    aim = settings.keep_recent_tokens
+    split = min(last, len(blocks) if aim is None else _tokens_split(messages, blocks, aim, counter))
+    return replace(selection, split=split) if split > selection.split else None
 
 
 def _turns_split(messages: Sequence[Message], blocks: Sequence[Block], turns: int) -> int:

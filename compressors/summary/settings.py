@@ -21,7 +21,8 @@ class SummarySettings:
 
     * the aim, ``keep_recent_tokens``: the longest run of trailing blocks whose tokens fit in it;
     * the floor, ``keep_recent_turns``: at least this many turns (a turn starts at a user message),
-      even when they are over the aim;
+      even when they are over the aim, but not when they are over the target even after the cap's
+      excerpts (then the aim holds, never less than the call the model is about to answer);
     * the cap, ``keep_recent_max_tokens``: when what stays verbatim (those blocks, the system messages
       and the last user message) is over it, the oldest tool outputs inside it are cut to head/tail
       excerpts until it fits or none is left. Blocks are never dropped by the cap, and it applies

@@ -12,6 +12,9 @@
   request marked were kept, each for its own TTL.
 - ``conversation_cold``: the previous request is known but idle past the retention (or on another model):
   nothing would have been cached.
+- ``opening``: it was rewritten, the conversation is unknown (an edited first message names a new one; a
+  new conversation), but a request opening the same way (the same tools and system prompt, the prefix
+  before the first user message) went to that model within the retention: that opening prefix.
 - ``tenant_share``: nothing is known of the conversation (its first request through the gateway, or the
   state unreadable): the share of input the tenant's unchanged requests to that model had cached.
   Estimated.
@@ -36,6 +39,7 @@ class Basis(StrEnum):
     AS_SENT = "as_sent"
     CONVERSATION = "conversation"
     CONVERSATION_COLD = "conversation_cold"
+    OPENING = "opening"
     TENANT_SHARE = "tenant_share"
     NONE = "none"
     OVER_WINDOW = "over_window"
@@ -108,6 +112,10 @@ def from_conversation(
     return CounterfactualCache(
         cached_prefix(previous, current, cache=cache, now_ms=now_ms), Basis.CONVERSATION
     )
+
+
+def from_opening(tokens: int, cache: PromptCacheConfig) -> CounterfactualCache:
+    return CounterfactualCache(cacheable(tokens, cache), Basis.OPENING)
 
 
 def from_share(share: float | None, prompt_tokens: int, cache: PromptCacheConfig) -> CounterfactualCache:

@@ -96,6 +96,32 @@ def chain_of(
     return Chain(b"".join(hashes), tuple(tokens), kept)
 
 
+def opening_of(chain: Chain, messages: Sequence[Mapping[str, Any]]) -> Opening | None:
+    """The prefix before the first user message (tools, system and developer messages): what any request
+    opening the same way shares with this one, whatever it asks (an edited first message, another
+    conversation over the same system prompt). None when the prompt opens with no such prefix."""
+    first_user = next(
+        (
+            index
+            for index, message in enumerate(messages[:ANCHOR_WITHIN])
+            if isinstance(message, Mapping) and message.get("role") == "user"
+        ),
+        None,
+    )
+    if first_user is None or first_user >= len(chain):
+        return None
+    return Opening(chain.hash_at(first_user).hex(), chain.tokens[first_user])
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """A prompt's opening prefix: its fingerprint (element ``i`` is the tools and messages before ``i``)
+    and its tokens."""
+
+    name: str
+    tokens: int
+
+
 def anchor_of(chain: Chain, messages: Sequence[Mapping[str, Any]], *, cache_key: object = None) -> str:
     """The conversation's name, stable while its history grows: the client's ``prompt_cache_key`` when it
     sends one, else the fingerprint of its prefix up to its first user message (tools, system prompt and

@@ -7,10 +7,15 @@ from typing import Any
 
 import anyio.to_thread
 
-from gateway.conversations.counterfactual import CounterfactualCache, from_conversation, from_share
+from gateway.conversations.counterfactual import (
+    CounterfactualCache,
+    from_conversation,
+    from_opening,
+    from_share,
+)
 from gateway.conversations.recorder import THREAD_FROM_TOKENS
 from gateway.conversations.store import ConversationStore, Looked
-from gateway.conversations.trace import ConversationTrace, Prompt, anchor_for
+from gateway.conversations.trace import ConversationTrace, Prompt, anchor_for, opening_for
 from gateway.planning import Front
 from gateway.tokens.counter import TokenCount
 
@@ -29,7 +34,9 @@ async def look_up(
         await anyio.to_thread.run_sync(prompt.chain) if count.total >= THREAD_FROM_TOKENS else prompt.chain()
     )
     anchor = anchor_for(prompt, chain)
-    return Looked(anchor, chain, await store.recall(tenant, anchor, model))
+    opening = opening_for(prompt, chain)
+    name = opening.name if opening is not None else None
+    return Looked(anchor, chain, await store.recall(tenant, anchor, model, name))
 
 
 async def counterfactual_of(
@@ -44,9 +51,13 @@ async def counterfactual_of(
     else:
         if trace.received.count.total >= THREAD_FROM_TOKENS:
             await anyio.to_thread.run_sync(trace.chain)
-        recalled = await store.recall(trace.tenant, trace.anchor, trace.model)
+        opening = trace.opening
+        name = opening.name if opening is not None else None
+        recalled = await store.recall(trace.tenant, trace.anchor, trace.model, name)
     if recalled.state is not None:
         return from_conversation(
             recalled.state.client, trace.chain(), model=trace.model, cache=trace.cache, now_ms=trace.time_ms
         )
+    if recalled.opening_tokens is not None:
+        return from_opening(recalled.opening_tokens, trace.cache)
     return from_share(recalled.share, trace.received.count.total, trace.cache)

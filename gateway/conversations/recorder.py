@@ -33,11 +33,14 @@ async def remember_state(store: ConversationStore, trace: ConversationTrace) -> 
         trace.anchor,
         state,
         ttl_seconds=max(
+            trace.memory_seconds,
             trace.retention_seconds,
             state.client.retention_seconds,
             state.sent.retention_seconds if state.sent is not None else 0.0,
         ),
         now_ms=int(time.time() * 1000),
+        opening=trace.opening,
+        opening_seconds=trace.retention_seconds,
     )
 
 

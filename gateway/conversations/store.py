@@ -7,6 +7,9 @@
 - ``<prefix>:{tenant}:precompressed:<anchor>``: what background pre-compression has spent on the
   conversation (nano-USD), kept ``PRECOMPRESSED_TTL_SECONDS`` after its last addition: the policy caps it
   (``compress.precompress_max_usd``);
+- ``<prefix>:{tenant}:open:<model>:<opening>``: the tokens of a prompt's opening prefix (tools, system
+  prompt: ``fingerprint.opening_of``) that went to the model, expiring with the cache's retention: what an
+  unknown conversation opening the same way shares with the requests the provider still holds;
 - ``<prefix>:{tenant}:cacheshare``: per model, input and cached tokens of the tenant's requests forwarded
   unchanged (``<model>:in``, ``<model>:cached``): the cached share when a conversation is unknown; kept a
   week after its last update.
@@ -26,7 +29,7 @@ import structlog
 from redis.exceptions import RedisError
 
 from gateway import pipelined
-from gateway.conversations.fingerprint import Chain
+from gateway.conversations.fingerprint import Chain, Opening
 from gateway.conversations.state import ConversationState
 from gateway.ledger.reply import integer
 from gateway.ledger.script import Script
@@ -42,9 +45,10 @@ SHARE_MIN_INPUT = 100_000
 
 _WRITE = Script(
     """
--- KEYS: 1 state, 2 index; ARGV: 1 state JSON, 2 ttl ms, 3 anchor, 4 now ms, 5 max conversations,
---       6 state key prefix
+-- KEYS: 1 state, 2 index, 3 opening (optional); ARGV: 1 state JSON, 2 ttl ms, 3 anchor, 4 now ms,
+--       5 max conversations, 6 state key prefix, 7 opening tokens, 8 opening ttl ms
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if #KEYS >= 3 then redis.call('SET', KEYS[3], ARGV[7], 'PX', ARGV[8]) end
 redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 local excess = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[5])
@@ -64,6 +68,9 @@ class Recalled:
     state: ConversationState | None
     share: float | None
     available: bool = True
+    opening_tokens: int | None = None
+    """Tokens of the request's opening prefix that went to the model within the retention (asked only
+    when the conversation itself is unknown)."""
     precompressed_nanos: int = 0
     """What background pre-compression has spent on the conversation."""
 
@@ -105,7 +112,12 @@ class ConversationStore:
         base = f"{self._prefix}:{{{tenant}}}"
         return f"{base}:conv:", f"{base}:convs", f"{base}:cacheshare"
 
-    async def recall(self, tenant: str, anchor: str, model: str) -> Recalled:
+    def _opening_key(self, tenant: str, model: str, opening: str) -> str:
+        return f"{self._prefix}:{{{tenant}}}:open:{model}:{opening}"
+
+    async def recall(self, tenant: str, anchor: str, model: str, opening: str | None = None) -> Recalled:
+        """The conversation's state, the tenant's cached share for ``model``, and the tokens of the
+        ``opening`` prefix (its name: ``Opening.name``) held for ``model``."""
         state_prefix, _, share_key = self._keys(tenant)
         try:
             with anyio.fail_after(TIMEOUT_SECONDS):
@@ -113,12 +125,15 @@ class ConversationStore:
                     pipe.get(state_prefix + anchor)
                     pipe.hmget(share_key, [f"{model}:in", f"{model}:cached"])
                     pipe.get(self._precompressed_key(tenant, anchor))
-                    raw, (fed, cached), spent = await pipe.execute()
+                    if opening is not None:
+                        pipe.get(self._opening_key(tenant, model, opening))
+                    raw, (fed, cached), spent, *opened = await pipe.execute()
         except (RedisError, OSError, TimeoutError) as exc:
             self._log.warning("conversation_state_unavailable", error=type(exc).__name__)
             return UNAVAILABLE
         state = ConversationState.from_json(raw) if raw is not None else None
-        return Recalled(state, _share(fed, cached), precompressed_nanos=integer(spent))
+        held = integer(opened[0]) if opened and opened[0] is not None else None
+        return Recalled(state, _share(fed, cached), opening_tokens=held, precompressed_nanos=integer(spent))
 
     def _precompressed_key(self, tenant: str, anchor: str) -> str:
         return f"{self._prefix}:{{{tenant}}}:precompressed:{anchor}"
@@ -143,8 +158,13 @@ class ConversationStore:
         *,
         ttl_seconds: float,
         now_ms: int,
+        opening: Opening | None = None,
+        opening_seconds: float = 0.0,
     ) -> bool:
+        """Keep ``state`` for ``ttl_seconds``, and the ``opening`` prefix of what went to its model for
+        ``opening_seconds`` (the cache's retention)."""
         state_prefix, index_key, _ = self._keys(tenant)
+        keys = [state_prefix + anchor, index_key]
         args: list[str | int] = [
             state.to_json().decode(),
             max(1, int(ttl_seconds * 1000)),
@@ -153,9 +173,11 @@ class ConversationStore:
             self._max_per_tenant(),
             state_prefix,
         ]
-        return await self._write(
-            lambda: _WRITE.run(self._redis, [state_prefix + anchor, index_key], args), what="state"
-        )
+        if opening is not None and opening_seconds > 0:
+            model = state.sent.model if state.sent is not None else state.client.model
+            keys.append(self._opening_key(tenant, model, opening.name))
+            args.extend([opening.tokens, max(1, int(opening_seconds * 1000))])
+        return await self._write(lambda: _WRITE.run(self._redis, keys, args), what="state")
 
     async def add_share(self, tenant: str, share: ShareUpdate) -> None:
         """Add one unchanged request's input and cached tokens to the tenant's share for its model, both

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.config import GatewayConfig, PromptCacheConfig, prompt_cache_of
-from gateway.conversations.fingerprint import Breakpoint, Chain, anchor_of, chain_of
+from gateway.conversations.fingerprint import Breakpoint, Chain, Opening, anchor_of, chain_of, opening_of
 from gateway.conversations.state import ConversationState, Seen
 from gateway.messages.breakpoints import ttls
 from gateway.messages.view import BREAKPOINTS
@@ -73,6 +73,14 @@ def anchor_for(prompt: Prompt, chain: Chain) -> str:
     return anchor_of(chain, messages, cache_key=prompt.body.get("prompt_cache_key"))
 
 
+def opening_for(prompt: Prompt, chain: Chain) -> Opening | None:
+    """The prompt's opening prefix (``fingerprint.opening_of``), for an implicit cache only: an explicit
+    one keeps no prefix that no breakpoint ends."""
+    if chain.breakpoints is not None:
+        return None
+    return opening_of(chain, prompt.front.messages(prompt.body))
+
+
 @dataclass(slots=True)
 class ConversationTrace:
     tenant: str
@@ -92,6 +100,8 @@ class ConversationTrace:
     forwarded as received."""
     before: ConversationState | None = None
     """The conversation's state as read for this request, when it was (its strategy and switches)."""
+    memory_seconds: float = 0.0
+    """The state is kept at least this long (``limits.conversation_memory_seconds``), past the retention."""
     _chains: dict[str, Chain] = field(default_factory=dict)
 
     def chain(self, which: str = "received") -> Chain:
@@ -105,6 +115,10 @@ class ConversationTrace:
     @property
     def anchor(self) -> str:
         return anchor_for(self.received, self.chain())
+
+    @property
+    def opening(self) -> Opening | None:
+        return opening_for(self.received, self.chain())
 
     def adopt(self, chain: Chain) -> None:
         """Take the received prompt's chain computed already (when the conversation was read)."""
@@ -153,6 +167,7 @@ def trace_of(
         sent=sent,
         compacted=sent is not None and Action.COMPRESS in plan.decision.applied,
         strategy=strategy_of(plan.decision.applied) if sent is not None else None,
+        memory_seconds=config.limits.conversation_memory_seconds,
     )
 
 

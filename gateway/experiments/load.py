@@ -12,14 +12,24 @@ import asyncio
 import contextlib
 import time
 from collections import deque
+from collections.abc import Callable
 
 INTERVAL_SECONDS = 0.25
 WINDOW = 4
 
 
 class ProcessLoad:
-    def __init__(self, *, interval: float = INTERVAL_SECONDS, window: int = WINDOW) -> None:
+    def __init__(
+        self,
+        *,
+        interval: float = INTERVAL_SECONDS,
+        window: int = WINDOW,
+        wall: Callable[[], float] = time.monotonic,
+        cpu: Callable[[], float] = time.process_time,
+    ) -> None:
+        """``wall`` and ``cpu``: the clocks read (the process's, unless a test gives its own)."""
         self.interval = interval
+        self._wall, self._cpu = wall, cpu
         self.share = 0.0
         """CPU seconds the process used per second, over the window (1.0: one core, fully)."""
         self._samples: deque[tuple[float, float]] = deque(maxlen=window + 1)
@@ -31,7 +41,7 @@ class ProcessLoad:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="process_load")
 
     def sample(self) -> None:
-        self._samples.append((time.monotonic(), time.process_time()))
+        self._samples.append((self._wall(), self._cpu()))
         (first_wall, first_cpu), (last_wall, last_cpu) = self._samples[0], self._samples[-1]
         if last_wall > first_wall:
             self.share = (last_cpu - first_cpu) / (last_wall - first_wall)

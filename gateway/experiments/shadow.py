@@ -41,7 +41,7 @@ from gateway.record import Observer, RequestRecord, notify
 from gateway.reload import ConfigStore
 from gateway.runtime import Runtime
 from gateway.sampling.decide import is_sampled
-from gateway.transforms import UpstreamCompleter, UpstreamEmbedder
+from gateway.transforms import UpstreamEmbedder, cheap_completer
 from gateway.upstream import UpstreamPool
 
 log = structlog.get_logger("gateway.experiments")
@@ -216,7 +216,7 @@ class ShadowRunner:
             return None
         question = latest_instruction(job.front.messages(job.body)) or ""
         try:
-            text = await UpstreamCompleter(self.pool, runtime, judge.model, record, kind="judge").complete(
+            text = await cheap_completer(self.pool, runtime, judge.model, record, kind="judge").complete(
                 judge_messages(judge.rubric, question, primary, candidate), max_tokens=JUDGE_MAX_TOKENS
             )
         except (GatewayError, RuntimeError) as exc:

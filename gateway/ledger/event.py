@@ -44,7 +44,8 @@ class CostEvent:
     counterfactual_cached_tokens: int = 0
     """The cached tokens the counterfactual was priced with (``gateway.conversations.counterfactual``)."""
     counterfactual_basis: str | None = None
-    """How they were known: forwarded, as_sent, conversation, conversation_cold, tenant_share, none."""
+    """How they were known: forwarded, as_sent, conversation, conversation_cold, opening, tenant_share, none,
+    over_window."""
     cache_write_tokens: int = 0
     reason: str | None = None
     """Why the cache made the warning band forward or compress the request."""
@@ -53,6 +54,10 @@ class CostEvent:
     (``web_search=50``); None for none."""
     tool_cost_nanos: int = 0
     """What those uses cost (part of ``cost_nanos``)."""
+    cost_parts: tuple[int, int, int, int] | None = None
+    """``cost_nanos`` less the tools, by priced unit: uncached input (cache writes apart), cached input,
+    cache writes, output; what the FOCUS export turns into one row per unit. None on events written
+    before it was recorded."""
 
     def __post_init__(self) -> None:
         if not self.id or not self.tenant:
@@ -75,4 +80,13 @@ class CostEvent:
         if not isinstance(loaded, dict):
             raise ValueError("a cost event is a JSON object")
         known = {name: loaded[name] for name in cls.__match_args__ if name in loaded}
+        parts = known.get("cost_parts")
+        if parts is not None:
+            known["cost_parts"] = _parts(parts)
         return cls(**known)
+
+
+def _parts(value: Any) -> tuple[int, int, int, int]:
+    if not isinstance(value, list) or len(value) != 4 or any(type(part) is not int for part in value):
+        raise ValueError("cost_parts is a list of four integer nano-dollar amounts")
+    return (value[0], value[1], value[2], value[3])

@@ -2,10 +2,10 @@
 
 Claude's tokenizer is not public: the gateway counts a Messages prompt with the model's configured
 encoding, an estimate. Where that estimate decides something (near a line: the policy's
-``confirm_within_tokens``), and for a client's own ``count_tokens``, the provider that will bill the prompt
-is asked instead, when it offers the count (``messages_count_tokens: true``, a ``kind: anthropic``
-provider). It is unbilled, and never required: an error or no answer within ``input_tokens_timeout``
-leaves the gateway's estimate in charge.
+``confirm_within_ratio`` of it, ``policies.margin``), and for a client's own ``count_tokens``, the provider
+that will bill the prompt is asked instead, when it offers the count (``messages_count_tokens: true``, a
+``kind: anthropic`` provider). It is unbilled, and never required: an error or no answer within
+``input_tokens_timeout`` leaves the gateway's estimate in charge, decided at the top of its error band.
 """
 
 from __future__ import annotations

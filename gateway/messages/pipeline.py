@@ -6,7 +6,8 @@ What differs from chat and Responses:
 - only models of ``kind: anthropic`` providers serve it (the gateway does not translate between APIs); a
   reroute or a fallback to another kind of provider is left out;
 - the count is an estimate (Claude's tokenizer is not public): near a line it is confirmed with the
-  provider's ``count_tokens`` when the provider offers it (``gateway.messages.confirm``);
+  provider's ``count_tokens`` when the provider offers it (``gateway.messages.confirm``), else decided at
+  the top of its error band (``policies.margin``);
 - the query string (``?beta=true``) goes upstream with the request;
 - server-side tools (``web_search_*``, ``web_fetch_*``, ...) are checked against the tenant's allowance and
   held at their ``max_uses`` (``gateway.servertools``);

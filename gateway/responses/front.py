@@ -15,6 +15,8 @@ from gateway.tokens.counter import TokenCount, TokenCounter
 class ResponsesFront:
     """``planning.Front`` for ``POST /v1/responses``: input items through the chat-style view."""
 
+    approximate = False
+
     def count(self, counter: TokenCounter, model: str, body: Mapping[str, Any]) -> TokenCount:
         return count_responses(counter, model, body)
 

@@ -254,10 +254,14 @@ def ledger(client: httpx.Client, gateway: str, tenant: str, ids: set[str]) -> li
 
 @contextmanager
 def mock_and_gateway(
-    tenants: dict[str, Any], compress: dict[str, Any], redis_url: str
+    tenants: dict[str, Any],
+    compress: dict[str, Any],
+    redis_url: str,
+    configure: Callable[[dict[str, Any], str], None] | None = None,
 ) -> Iterator[tuple[str, str]]:
     """The caching mock upstream and a ``gateway serve`` in front of it, with a priced cheap model and
-    the shipped policy's compress settings overridden by ``compress``; yields their URLs."""
+    the shipped policy's compress settings overridden by ``compress``; yields their URLs. ``configure``
+    may add to the gateway config (given it and the mock's URL) before the gateway starts."""
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         mock_port, gateway_port = free_port(), free_port()
@@ -273,6 +277,8 @@ def mock_and_gateway(
             config["policies"] = {
                 "default": {"name": "default", "compress": {"cheap_model": "small", **compress}}
             }
+            if configure is not None:
+                configure(config, f"http://127.0.0.1:{mock_port}")
             env = {
                 "GATEWAY_CONFIG": str(write_config(tmp_path / "gateway.yaml", config)),
                 "GATEWAY_PORT": str(gateway_port),

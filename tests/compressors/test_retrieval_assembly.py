@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from compressors.retrieval.assembly import Placed, assemble, marker, note
+from compressors.retrieval.assembly import FRESH_HEADER, Placed, assemble, marker, note
 from compressors.retrieval.chunking import Chunks
 from compressors.retrieval.documents import Block, Document
 from compressors.retrieval.index import DocumentIndex, build_index
@@ -174,3 +174,32 @@ def test_assemble_replaces_only_the_document_part_and_keeps_the_question_tail(
         f"{marker(2, 2, index)}\n{index.chunks.text(text, 2).strip()}\n\nWhat did the keeper log?"
     )
     assert messages[0]["content"][1]["text"] is block_text
+
+
+def test_assemble_in_two_parts_keeps_the_kept_chunks_and_trims_the_question_part_first(
+    counter: TiktokenCounter, document: tuple[str, DocumentIndex]
+) -> None:
+    text, index = document
+    messages = _messages(text)
+    placed = [_placed(messages, index)]
+    ranking = [(0, number) for number in range(len(index.chunks))]
+    first = assemble(messages, placed, ranking, counter=counter, budget=6_000, stable_share=0.75)
+    assert first.fits and first.kept is not None and not first.kept_reused
+    kept_chunks = set(first.kept.chunks[0])
+    assert {0, 1, 2} <= kept_chunks  # the best-ranked (then smaller ones that still fit)
+    later = list(reversed(ranking))  # another question ranks the chunks the other way round
+    honest = assemble(
+        messages, placed, later, counter=counter, budget=6_000, stable_share=0.75, kept=first.kept
+    )
+    lying = Overcounting(counter, 1_000)
+    trimmed = assemble(
+        messages, placed, later, counter=lying, budget=6_000, stable_share=0.75, kept=first.kept
+    )
+    for result in (honest, trimmed):
+        assert result.fits and result.kept_reused and result.kept == first.kept
+        content = result.messages[1]["content"]
+        assert content.split(FRESH_HEADER)[0] == first.messages[1]["content"].split(FRESH_HEADER)[0]
+    assert trimmed.tokens == lying.count_messages(trimmed.messages) <= 6_000
+    assert first.selected - len(kept_chunks) > 0 and trimmed.selected < honest.selected
+    last = len(index.chunks) - 1
+    assert marker(last, last, index) in honest.messages[1]["content"]  # part 2: the new question's best

@@ -258,10 +258,23 @@ async def test_compress_makes_a_new_summary_when_the_cheap_model_changes() -> No
 
 
 @pytest.mark.anyio
+async def test_compress_summarises_the_floor_turns_when_they_alone_are_over_the_target() -> None:
+    """The last turn alone is over the target: it is summarised too, all but the last user message."""
+    compressor, completer, _ = make()
+    messages = conversation(3, width=400)
+    kept = COUNTER.count_messages([messages[0], *messages[5:]])
+    result = await compressor.compress(messages, make_settings(target_tokens=kept - 1))
+    assert result.summarized == range(1, 7) and result.summarized_count == 5
+    assert messages[5] in result.messages and messages[6] not in result.messages
+    assert result.tokens_after <= kept - 1 and completer.calls == 1
+
+
+@pytest.mark.anyio
 async def test_compress_raises_cannot_compress_when_the_kept_part_is_over_the_target() -> None:
+    """Even with every turn summarised, the system messages and the last user message are over it."""
     compressor, completer, _ = make()
     messages = conversation(3)
-    kept = COUNTER.count_messages([messages[0], *messages[5:]])
+    kept = COUNTER.count_messages([messages[0], messages[5]])
     with pytest.raises(CannotCompress, match=f"has {kept} tokens") as caught:
         await compressor.compress(messages, make_settings(target_tokens=kept - 1))
     assert (caught.value.kept_tokens, caught.value.target_tokens, caught.value.calls_made) == (

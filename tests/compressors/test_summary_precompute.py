@@ -59,8 +59,9 @@ async def test_precompute_does_not_fail_on_a_result_over_the_target_but_refuses_
     done = await compressor.precompute(messages, make_settings(target_tokens=kept + 1))
     assert done.calls_made == 1
     fresh, fresh_completer = make()
+    floor = CharCounter().count_messages([messages[0], messages[11]])  # all summarised but these two
     with pytest.raises(CannotCompress):
-        await fresh.precompute(messages, make_settings(target_tokens=kept - 1))
+        await fresh.precompute(messages, make_settings(target_tokens=floor - 1))
     assert (completer.calls, fresh_completer.calls) == (1, 0)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import orjson
 import pytest
@@ -19,6 +20,7 @@ from tests.compressors.test_summary_fakes import (
     conversation,
     make_settings,
     summary_messages,
+    tool_exchange,
     tool_loop,
 )
 from tests.fixtures.haystack import TiktokenCounter, o200k_encoding
@@ -176,9 +178,9 @@ async def test_cap_excerpts_are_reproduced_on_reuse_while_newer_outputs_stay_who
 @pytest.mark.anyio
 async def test_cap_does_not_save_a_kept_part_over_the_target() -> None:
     messages = recent_tools_conversation()
-    settings = make_settings(**CAP, keep_recent_max_tokens=1, target_tokens=100)
+    settings = make_settings(**CAP, keep_recent_max_tokens=1, target_tokens=10)
     compressor, completer = make()
-    with pytest.raises(CannotCompress, match="over the target of 100") as caught:
+    with pytest.raises(CannotCompress, match="over the target of 10") as caught:
         await compressor.compress(messages, settings)
     assert caught.value.kept_tokens < kept_tokens(messages)
     assert completer.calls == 0
@@ -230,6 +232,104 @@ async def test_a_conversation_without_user_messages_has_fewer_turns_than_any_flo
         messages, make_settings(keep_recent_turns=0, keep_recent_tokens=recent)
     )
     assert result.summarized == range(1, 5) and result.messages[2:] == messages[5:]
+
+
+SECRET = "The deploy password for the staging cluster is ZEBRA-7731."
+
+
+def checks_turn(answered: str = "not found") -> list[Message]:
+    """Old turns, then a turn of three long tool outputs (the first hides a fact in its middle), then a
+    lookup call whose output the model is about to answer."""
+    outputs = [noise(n, 2_000) for n in range(3)]
+    outputs[0] = outputs[0][:6_000] + f"\n{SECRET}\n" + outputs[0][6_000:]
+    messages = conversation(2)
+    messages.append({"role": "user", "content": "deploy the service to staging"})
+    messages += tool_loop(outputs)[2:]
+    lookup = tool_exchange(9)
+    lookup[0]["tool_calls"][0]["function"] = {"name": "vault", "arguments": '{"query": "staging password"}'}
+    lookup[1]["content"] = answered
+    return [*messages, *lookup]
+
+
+@pytest.mark.anyio
+async def test_cap_never_cuts_the_outputs_the_model_is_about_to_answer(
+    tiktoken_counter: TiktokenCounter,
+) -> None:
+    messages = checks_turn(answered=noise(77, 2_000))
+    messages[-2]["tool_calls"] += tool_exchange(10, calls=2)[0]["tool_calls"]
+    messages += [
+        {"role": "tool", "tool_call_id": f"call_10_{k}", "content": noise(80 + k, 2_000)} for k in (0, 1)
+    ]
+    compressor, _ = make(tiktoken_counter)
+    settings = make_settings(**CAP, keep_recent_max_tokens=1)
+    result = await compressor.compress(messages, settings)
+    assert result.excerpted == 3  # the three outputs already answered, oldest first
+    answered = messages[-3:]
+    assert all(any(kept is output for kept in result.messages) for output in answered)
+    cut = [m for m in result.messages if "left out by the gateway" in str(m.get("content"))]
+    assert [m["tool_call_id"] for m in cut] == ["call_0", "call_1", "call_2"]
+    assert_tool_pairs_intact(result.messages)
+
+
+def test_shrink_and_apply_spare_the_outputs_after_the_last_tool_call_only() -> None:
+    messages = checks_turn(answered=noise(77, 2_000))
+    settings = make_settings(**CAP, keep_recent_max_tokens=1)
+    selection = select(messages, settings=settings, counter=COUNTER)
+    refs = shrink(messages, selection, verbatim=range(len(messages)), settings=settings, counter=COUNTER)
+    last = len(selection.blocks) - 1
+    assert (last, 1) not in refs and len(refs) == 3
+    assert len(apply(messages, selection, [*refs, (last, 1)], settings=settings, counter=COUNTER)) == 3
+    answered_once = [*messages, {"role": "assistant", "content": "the vault has nothing"}]
+    selection = select(answered_once, settings=settings, counter=COUNTER)
+    refs = shrink(
+        answered_once, selection, verbatim=range(len(answered_once)), settings=settings, counter=COUNTER
+    )
+    assert len(refs) == 4  # answered by an assistant message: an old output like the others
+
+
+@pytest.mark.anyio
+async def test_what_an_excerpt_leaves_out_is_recalled_for_a_question_about_it(
+    tiktoken_counter: TiktokenCounter,
+) -> None:
+    messages = checks_turn()
+    compressor, _ = make(tiktoken_counter)
+    settings = make_settings(**CAP, keep_recent_max_tokens=1, recall_tokens=2_000)
+    result = await compressor.compress(messages, settings)
+    assert result.summarized == range(1, 3) and result.excerpted == 3
+    [excerpted] = [m for m in result.messages if m.get("tool_call_id") == "call_0"]
+    assert "left out by the gateway" in excerpted["content"] and SECRET not in excerpted["content"]
+    [recalled] = [m for m in result.messages if SECRET in str(m.get("content"))]
+    assert "[from message 8]" in recalled["content"]  # the excerpted output, position 7
+    again, _ = make(tiktoken_counter)
+    assert orjson.dumps((await again.compress(messages, settings)).messages) == orjson.dumps(result.messages)
+
+
+def long_agent_turn(calls: int) -> list[Message]:
+    """An earlier exchange, then the current turn: a task and ``calls`` tool calls with long outputs."""
+    messages = conversation(1)
+    messages.append({"role": "user", "content": "fix the build"})
+    return messages + tool_loop([noise(n, 300) for n in range(calls)])[2:]
+
+
+@pytest.mark.anyio
+async def test_a_current_turn_over_the_target_has_its_older_calls_summarised_too() -> None:
+    """The floor keeps the whole current turn, over the target: its older calls are summarised (pairs
+    whole), the call the model is about to answer stays verbatim, and the next step reuses it all."""
+    messages = long_agent_turn(12)
+    settings = make_settings(keep_recent_turns=1, keep_recent_tokens=5_000, target_tokens=12_000)
+    assert COUNTER.count_messages(messages[3:]) > 12_000
+    compressor, completer = make()
+    result = await compressor.compress(messages, settings)
+    assert result.tokens_after <= 12_000
+    assert result.summarized is not None and max(result.summarized) > 3  # calls of the current turn
+    assert messages[3] in result.messages  # the task, the last user message
+    assert result.messages[-2:] == messages[-2:] and result.messages[-1] is messages[-1]
+    assert_tool_pairs_intact(result.messages)
+    step = messages + tool_loop([noise(40, 300)])[2:]
+    step[-2]["tool_calls"][0]["id"] = step[-1]["tool_call_id"] = "call_next"
+    after = await compressor.compress(step, replace(settings, reuse_tokens=100_000))
+    assert (after.reused, completer.calls) == (True, 1)
+    assert orjson.dumps(after.messages[: len(result.messages)]) == orjson.dumps(result.messages)
 
 
 @pytest.mark.anyio

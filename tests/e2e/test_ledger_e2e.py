@@ -376,7 +376,10 @@ async def test_compressed_request_event_carries_the_counterfactual_and_its_summa
     [main] = [e for e in events if e.id == request_id]
     side = sorted((e for e in events if e.parent_id == request_id), key=lambda e: int(e.id.rsplit(":", 1)[1]))
     assert main.id == request_id and main.parent_id is None and main.action == "compress"
-    assert not main.estimated and main.tier is None
+    assert main.tier is None
+    # a conversation the gateway has not seen: the unchanged request's cache is not known, so its saving
+    # is an estimate, and says so (the usage itself is the provider's)
+    assert main.counterfactual_basis == "none" and main.estimated
     unchanged = Usage(input_tokens=received, output_tokens=main.output_tokens)
     assert main.counterfactual_nanos == price(unchanged, _pricing()).total_nanos > main.cost_nanos
     assert side, "the summary calls have their own events"
@@ -386,6 +389,11 @@ async def test_compressed_request_event_carries_the_counterfactual_and_its_summa
     net = sum(e.saving_nanos for e in events)
     assert net == main.counterfactual_nanos - sum(e.cost_nanos for e in events)
     await assert_counters_match(reader, redis_client, who.name, events)
+    # the caller sees the same: the request's cost with its summary calls, and the net saving
+    assert Decimal(raw.headers["x-gateway-cost-usd"]) * 10**9 == sum(e.cost_nanos for e in events)
+    assert Decimal(raw.headers["x-gateway-saving-usd"]) * 10**9 == net
+    assert raw.headers["x-gateway-saving-basis"] == main.counterfactual_basis
+    assert "x-gateway-cost-estimated" not in raw.headers
 
 
 @pytest.mark.anyio
@@ -412,6 +420,8 @@ async def test_retrieved_request_counterfactual_is_priced_at_the_tier_it_would_h
     at_tier = price_at_tier(unchanged, _pricing(), 0).total_nanos
     assert main.counterfactual_nanos == at_tier > price_at_tier(unchanged, _pricing(), None).total_nanos
     assert main.saving_nanos == at_tier - main.cost_nanos > 0
+    assert Decimal(raw.headers["x-gateway-cost-usd"]) * 10**9 == main.cost_nanos
+    assert Decimal(raw.headers["x-gateway-saving-usd"]) * 10**9 == main.saving_nanos
 
 
 async def _request_events(

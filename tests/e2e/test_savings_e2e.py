@@ -148,3 +148,77 @@ def test_the_caching_mock_can_be_turned_off(mock: httpx.Client, mock_url: str, t
     assert warm.usage.prompt_tokens_details is not None and off.usage.prompt_tokens_details is not None
     assert warm.usage.prompt_tokens_details.cached_tokens >= 1024
     assert off.usage.prompt_tokens_details.cached_tokens == 0
+
+
+def test_a_conversation_back_after_a_pause_longer_than_the_retention_is_priced_cold(
+    tmp_path: Path, mock: httpx.Client, mock_url: str, redis_url: str
+) -> None:
+    """Its state outlives the cache (``limits.conversation_memory_seconds``): the returning turn is known
+    to be cold, so the unchanged request is priced with nothing cached, as the provider bills it."""
+    tenant = f"pause-{int(time.time() * 1000)}"
+    config = savings_config(mock_url, tenant)
+    config["providers"]["mock"]["prompt_cache"] = {"retention_seconds": 1}
+    path = write_config(tmp_path / "gateway.yaml", config)
+    prompts = session()
+    mock.post("/_reset")
+    with gateway_process(path, redis_url, tmp_path) as gateway:
+        through = openai.OpenAI(base_url=f"{gateway}/v1", api_key=TENANT_KEY, max_retries=0)
+        actions = []
+        for messages in prompts[:-1]:
+            raw = through.chat.completions.with_raw_response.create(
+                model="gpt-5.4", messages=messages, max_completion_tokens=50
+            )
+            actions.append(raw.headers["x-gateway-action"])
+        assert "compress" in actions
+        mock.post("/_control", json={"cache_age_seconds": 600})  # the provider's cache is gone
+        time.sleep(1.5)  # and the gateway's retention of 1 s has passed
+        last = through.chat.completions.with_raw_response.create(
+            model="gpt-5.4", messages=prompts[-1], max_completion_tokens=50
+        )
+        request_id = last.headers["x-gateway-request-id"]
+        stored = events(gateway, tenant, len(prompts))
+    [event] = [e for e in stored if e["id"] == request_id]
+    assert event["action"] == "compress"  # a cold cache: the rewrite costs nothing extra
+    assert (event["counterfactual_basis"], event["counterfactual_cached_tokens"]) == ("conversation_cold", 0)
+    assert event["estimated"] is False
+    # what forwarding it would really have cost: the whole prompt uncached, as the cold provider bills it
+    unchanged = Usage(input_tokens=int(last.headers["x-gateway-prompt-tokens"]), output_tokens=50)
+    answer_tokens = event["output_tokens"]
+    expected = price(Usage(unchanged.input_tokens, 0, answer_tokens), GPT_5_4).total_nanos
+    assert int(Decimal(event["counterfactual_usd"]) * 10**9) == expected
+
+
+def test_an_edited_first_message_is_priced_with_only_the_opening_the_provider_still_holds(
+    savings_gateway: tuple[str, str], mock: httpx.Client, mock_url: str
+) -> None:
+    """The edit names a new conversation, unknown to the gateway: what the unchanged request shares with
+    what the provider holds is the opening (tools, system prompt), not the tenant's usual cached share."""
+    gateway, tenant = savings_gateway
+    system = {"role": "system", "content": "You review contracts clause by clause. " * 300}
+    prompts = [[system, *messages[1:]] for messages in session()[:14]]
+    through = openai.OpenAI(base_url=f"{gateway}/v1", api_key=TENANT_KEY, max_retries=0)
+    for messages in prompts[:-1]:
+        through.chat.completions.create(model="gpt-5.4", messages=messages, max_completion_tokens=50)
+    edited = [dict(message) for message in prompts[-1]]
+    edited[1]["content"] = "Edited: " + edited[1]["content"]
+    raw = through.chat.completions.with_raw_response.create(
+        model="gpt-5.4", messages=edited, max_completion_tokens=50
+    )
+    assert raw.headers["x-gateway-action"] == "compress"
+    request_id = raw.headers["x-gateway-request-id"]
+    deadline = time.monotonic() + 20
+    found: list[dict[str, Any]] = []
+    while not found and time.monotonic() < deadline:
+        found = [e for e in events(gateway, tenant, 10_000, timeout=0.5) if e["id"] == request_id]
+    [event] = found
+    assert event["counterfactual_basis"] == "opening" and event["estimated"] is False
+    # what the provider really holds of the edited request: the system prompt, as the mock bills it
+    direct = openai.OpenAI(base_url=f"{mock_url}/v1", api_key="unused", max_retries=0)
+    answer = direct.chat.completions.create(model="gpt-5.4", messages=edited, max_completion_tokens=50)
+    assert answer.usage is not None and answer.usage.prompt_tokens_details is not None
+    held = answer.usage.prompt_tokens_details.cached_tokens or 0
+    assert held >= 1024  # the long system prompt was cached by the requests before
+    assert abs(event["counterfactual_cached_tokens"] - held) <= 128, (
+        event["counterfactual_cached_tokens"],
+        held,
+    )

@@ -469,6 +469,75 @@ async def test_compression_keeps_tool_call_pairs_whole(
     assert "-> tool call call_1_0: read_file(" in transcript  # old calls are summarised, not dropped
 
 
+def parallel_reads(outputs: int, tokens_each: int, *, seed: int = 31) -> list[dict[str, Any]]:
+    """An agent's turn over the cliff: two short earlier turns, a task, then one assistant message calling
+    ``outputs`` tools at once (Codex reads files in parallel) with the outputs the model is about to
+    answer, each of about ``tokens_each`` tokens."""
+    prose = ProseGenerator(seed)
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "List the services."},
+        {"role": "assistant", "content": "api, worker and scheduler."},
+        {"role": "user", "content": "Read every module of the worker and say what breaks the build."},
+    ]
+    ids = [f"call_{n}" for n in range(outputs)]
+    calls = [
+        {"id": i, "type": "function", "function": {"name": "read_file", "arguments": f'{{"n": {n}}}'}}
+        for n, i in enumerate(ids)
+    ]
+    messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+    for i in ids:
+        text = ""
+        while tokens_of([{"role": "tool", "content": text}]) < tokens_each:
+            text += " ".join(prose.sentence() for _ in range(40)) + " "
+        messages.append({"role": "tool", "tool_call_id": i, "content": text.strip()})
+    return messages
+
+
+@pytest.mark.parametrize(
+    ("outputs", "tokens_each", "action", "under_cliff"),
+    [
+        (40, 7_600, "forward", False),  # no output is a document to excerpt: nothing can cut it
+        (14, 22_000, "retrieve", True),  # outputs as large as Codex's: retrieval cuts them
+    ],
+)
+@pytest.mark.anyio
+async def test_a_tool_loop_over_the_cliff_with_many_outputs_in_its_turn_is_answered(
+    tmp_path: Path,
+    redis_url: str,
+    tenant_name: str,
+    outputs: int,
+    tokens_each: int,
+    action: str,
+    under_cliff: bool,
+) -> None:
+    """The outputs the model is about to answer are never summarised or excerpted by compression; the
+    turn is never lost: cut by retrieval where it can be, else sent as it stands within the window,
+    with a warning, billed above the cliff, and never larger than received."""
+    messages = parallel_reads(outputs, tokens_each)
+    received = tokens_of(messages)
+    assert 272_000 < received < 1_050_000
+    upstream = Upstream()
+    async with serving(tmp_path, redis_url, upstream, compression_config(tenant_name, **ONE_CALL)) as served:
+        response = await served.chat(messages)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-gateway-action"] == action
+    forwarded = int(response.headers["x-gateway-forwarded-tokens"])
+    assert forwarded <= received
+    [sent] = [body["messages"] for body in upstream.main]
+    assert unpaired(sent) == []
+    assert sent[:5] == messages[:5]
+    if under_cliff:
+        assert forwarded <= 125_000
+    else:
+        assert (sent, forwarded) == (messages, received)
+        warning = response.headers["x-gateway-warning"]
+        assert (
+            "above its price cliff of 272000 tokens (on_exhausted: forward, nothing left to cut)" in warning
+        )
+    assert not any("left out by the gateway" in str(m.get("content")) for m in sent)
+
+
 # --- the cost side -----------------------------------------------------------------------------------
 
 

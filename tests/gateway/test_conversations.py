@@ -131,10 +131,14 @@ def test_pricing_cache_writes_cost_the_write_multiplier() -> None:
     billed = price(usage, GPT_5_4, write_multiplier=Decimal("1.25")).total_nanos
     assert plain == 8_000 * 2_500 + 2_000 * 250
     assert billed == 4_000 * 2_500 + 4_000 * 3_125 + 2_000 * 250
+    parts = price(usage, GPT_5_4, write_multiplier=Decimal("1.25")).parts
+    assert parts == (4_000 * 2_500, 2_000 * 250, 4_000 * 3_125, 0)  # the export's rows, by unit
     over = Usage(input_tokens=300_000, output_tokens=0, cache_write_tokens=100_000)
-    assert price(over, GPT_5_4, write_multiplier=Decimal("1.25")).total_nanos == (
+    tiered = price(over, GPT_5_4, write_multiplier=Decimal("1.25"))
+    assert tiered.total_nanos == (
         200_000 * 5_000 + 100_000 * 6_250
     )  # whole-request tier: writes at 1.25 x the doubled input price
+    assert tiered.parts == (200_000 * 5_000, 0, 100_000 * 6_250, 0)
 
 
 @pytest.mark.anyio

@@ -175,22 +175,18 @@ def test_the_example_configs_experiments_load_when_uncommented(tmp_path: Path) -
 
 
 def test_the_process_load_is_the_share_of_a_core_used_over_the_window() -> None:
-    import time
-
     from gateway.experiments.load import ProcessLoad
 
-    load = ProcessLoad(window=2)
+    clock = {"wall": 100.0, "cpu": 5.0}
+    load = ProcessLoad(window=2, wall=lambda: clock["wall"], cpu=lambda: clock["cpu"])
+
+    def spend(wall: float, cpu: float) -> float:
+        clock["wall"] += wall
+        clock["cpu"] += cpu
+        load.sample()
+        return load.share
+
     load.sample()
-    time.sleep(0.2)  # idle: wall time passes, hardly any CPU
-    load.sample()
-    assert load.share < 0.3
-    deadline = time.monotonic() + 0.2
-    while time.monotonic() < deadline:  # busy: CPU time as fast as wall time
-        pass
-    load.sample()
-    assert load.share > 0.25  # half of the two-sample window was busy
-    deadline = time.monotonic() + 0.2
-    while time.monotonic() < deadline:
-        pass
-    load.sample()
-    assert load.share > 0.5  # the window holds only busy time now
+    assert spend(0.2, 0.01) == pytest.approx(0.05)  # idle: wall time passes, hardly any CPU
+    assert spend(0.2, 0.2) == pytest.approx(0.525)  # half of the two-sample window was busy
+    assert spend(0.2, 0.2) == pytest.approx(1.0)  # the window holds only busy time now

@@ -24,6 +24,7 @@ from gateway.conversations.counterfactual import Basis, CounterfactualCache
 from gateway.ledger import CostEvent, Ledger, LedgerReader, Period
 from gateway.ledger.schema import LedgerConfig
 from gateway.metering import DEFAULT_MAX_OUTPUT_TOKENS, LedgerRecorder, max_cost_nanos
+from gateway.pricing import price
 from gateway.record import RequestRecord, SideCall
 from gateway.sampling.config import PROBE_TENANT
 from gateway.types import Tenant, Usage
@@ -190,6 +191,7 @@ def test_recorder_unknown_conversation_is_priced_from_the_tenant_share_and_marke
     )
     assert event.counterfactual_cached_tokens == 180_000 and event.counterfactual_basis == "tenant_share"
     assert event.counterfactual_nanos == 20_000 * 2_500 + 180_000 * 250 + 100 * 15_000
+    assert event.estimated  # the usage is the provider's, but the saving rests on an estimate
 
 
 def test_recorder_request_sent_above_the_line_is_billed_at_the_tier() -> None:
@@ -354,3 +356,31 @@ def test_recorder_claims_no_saving_for_a_prompt_larger_than_the_window_of_the_mo
     assert over.counterfactual_nanos == over.cost_nanos == 120_000 * 2_500 + 500 * 15_000
     assert over.counterfactual_cached_tokens == 0
     assert at.counterfactual_basis == "none" and at.saving_nanos > 0  # at the window it could have gone
+
+
+def test_an_estimated_count_is_priced_as_the_provider_would_have_counted_the_unchanged_request() -> None:
+    """Claude's counts are estimates: the unchanged request is priced on the provider's count, here
+    scaled by how far the estimate of what was sent fell short of the provider's count of it. A 260K
+    estimate the provider counts 13% higher lands over the 272K tier; priced on the estimate it would not."""
+    fields = rewritten(
+        0,
+        Basis.CONVERSATION_COLD,
+        action="compress",
+        prompt_tokens=260_000,
+        forwarded_tokens=100_000,
+        usage=Usage(113_000, 0, 500),
+        counts_estimated=True,
+    )
+    event = main_event(**fields)
+    unchanged = Usage(293_800, 0, 500)  # 260,000 x 113,000 / 100,000
+    assert event.counterfactual_nanos == price(unchanged, CONFIG.models["gpt-5.4"].pricing).total_nanos
+    assert event.estimated  # scaled: an estimate, and said so
+    on_the_estimate = price(Usage(260_000, 0, 500), CONFIG.models["gpt-5.4"].pricing).total_nanos
+    assert event.counterfactual_nanos > 2 * on_the_estimate  # over the tier: twice the input price
+
+    confirmed = main_event(**{**fields, "confirmed_tokens": 271_000})  # the provider's own count
+    priced = price(Usage(271_000, 0, 500), CONFIG.models["gpt-5.4"].pricing).total_nanos
+    assert confirmed.counterfactual_nanos == priced and not confirmed.estimated
+
+    exact = main_event(**{**fields, "counts_estimated": False})  # an exact count is the gateway's own
+    assert exact.counterfactual_nanos == on_the_estimate and not exact.estimated

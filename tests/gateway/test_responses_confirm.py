@@ -139,10 +139,12 @@ def test_a_provider_count_that_fails_or_is_slow_leaves_the_gateways_count_in_cha
 def test_an_unknown_stored_history_is_counted_by_the_provider_and_can_be_rejected(
     tmp_path: Path, redis_url: str, tenant_name: str
 ) -> None:
-    """The gateway never saw ``resp_elsewhere``: only the provider knows how large its history is."""
+    """The gateway never saw ``resp_elsewhere``: only the provider knows how large its history is. Over
+    the cliff, stored history cannot be cut: the policy's ``on_exhausted`` decides (here: reject)."""
     router, counts = router_counting(httpx.Response(200, json={"input_tokens": local_count() + 9_000}))
     chained = {**BODY, "previous_response_id": "resp_elsewhere"}
     config = config_near_the_line(tenant_name, margin=1, allow_unknown=True)
+    config["policies"]["default"]["on_exhausted"] = "reject"
     with gateway_client(tmp_path, redis_url, router, config=config) as client:
         response = client.post("/v1/responses", json=chained)
     assert orjson.loads(counts.calls.last.request.content)["previous_response_id"] == "resp_elsewhere"

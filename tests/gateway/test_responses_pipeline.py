@@ -280,11 +280,11 @@ def test_responses_tool_output_document_over_the_cliff_is_excerpted_with_its_cal
     assert "7731-ORCHID" in sent[2]["output"] and len(sent[2]["output"]) < len(items[2]["output"]) // 2
 
 
-def chain_config(tenant: str) -> dict[str, Any]:
+def chain_config(tenant: str, *, on_exhausted: str = "reject") -> dict[str, Any]:
     config = make_config(tenants={tenant: {"keys": [TENANT_KEY]}})
     config["policies"] = {
         "bands": {"gpt-5.2": {"cliff_tokens": 2000, "warning_tokens": 1000}},
-        "default": {"name": "default"},
+        "default": {"name": "default", "on_exhausted": on_exhausted},
     }
     return config
 
@@ -311,6 +311,25 @@ def test_responses_chain_crossing_the_warning_line_is_warned_then_rejected(
     assert third.json()["id"] in error["message"] and "cannot compress history" in error["message"]
     assert len(answer.main) == 3  # neither the rejected turn nor the unknown chain went upstream
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "response_not_found"
+
+
+def test_responses_chain_over_the_cliff_goes_on_with_a_warning_when_the_policy_forwards_the_exhausted(
+    tmp_path: Path, redis_url: str, upstream: Any, tenant_name: str
+) -> None:
+    """Stored history cannot be cut; within the window the turn is not lost, it is billed above the cliff."""
+    router, answer = upstream
+    answer.usage = [(1100, 100), (1900, 300)]
+    turn = {"model": "gpt-5.2", "input": "go on"}
+    config = chain_config(tenant_name, on_exhausted="forward")
+    with gateway_client(tmp_path, redis_url, router, config=config) as client:
+        first = client.post("/v1/responses", json=turn)
+        second = client.post("/v1/responses", json={**turn, "previous_response_id": first.json()["id"]})
+        third = client.post("/v1/responses", json={**turn, "previous_response_id": second.json()["id"]})
+    assert third.status_code == 200, third.text
+    warning = third.headers["x-gateway-warning"]
+    assert f"history of {second.json()['id']} is stored upstream" in warning
+    assert "above its price cliff of 2000 tokens (on_exhausted: forward, nothing left to cut)" in warning
+    assert len(answer.main) == 3
 
 
 def test_responses_chain_to_an_unknown_id_is_warned_for_a_tenant_allowed_to_name_one(

@@ -21,7 +21,9 @@ and the answers it gives, for end-to-end tests, benchmarks and unit tests.
 - ``_control``'s ``fail_next`` / ``fail_status`` / ``retry_after`` / ``delay`` / ``chunks`` /
   ``chunk_delay`` apply, failures in Anthropic's error shape (529: ``overloaded_error``);
   ``{"anthropic_stream_error": "overloaded_error"}`` ends the next streams with an ``error`` event after
-  their first delta.
+  their first delta;
+- with the mock's scripted agent on (``tests.mock.agent``), a request offering ``Read`` or ``Bash`` is
+  answered by the agent (its thinking block kept first).
 """
 
 from __future__ import annotations
@@ -404,6 +406,8 @@ def messages_routes(state: Any) -> list[Route]:
             return error(400, str(exc))
         answered[0] += 1
         reply = message(body, answered[0], used.usage(0))
+        if getattr(state, "agent", None) is not None:
+            reply = state.agent.reply(body, reply)
         headers = {"request-id": f"req_mock_{answered[0]}", "anthropic-ratelimit-requests-remaining": "99"}
         if not body.get("stream"):
             return Response(orjson.dumps(reply), media_type="application/json", headers=headers)

@@ -9,7 +9,9 @@ field is optional:
 - ``answer_words``: a text answer keeps at most this many of its words (a terser model);
 - ``tool_above_tokens`` and ``tool_name``: from that many prompt tokens on, a request that offers tools
   gets a call of ``tool_name`` instead of the first offered tool (below it, the same call as any model);
-- ``fail_status``: every request to the model fails with this status (after being recorded).
+- ``fail_status``: every request to the model fails with this status (after being recorded);
+- ``context_window``: a request of more prompt tokens fails with 400 ``context_length_exceeded``, as the
+  provider refuses a prompt past the model's window (after being recorded).
 
 Chat completions and Responses, streamed or not, honour them; usage counts the shortened answer.
 """
@@ -28,10 +30,15 @@ class ModelBehaviour:
     tool_above_tokens: int | None = None
     tool_name: str | None = None
     fail_status: int | None = None
+    context_window: int | None = None
 
     @classmethod
     def of(cls, spec: Mapping[str, Any]) -> ModelBehaviour:
         return cls(**spec)
+
+    def too_long(self, prompt_tokens: int) -> bool:
+        """The prompt does not fit the model's window."""
+        return self.context_window is not None and prompt_tokens > self.context_window
 
     def delay(self, prompt_tokens: int) -> float:
         return self.delay_per_1k_prompt_tokens * prompt_tokens / 1000

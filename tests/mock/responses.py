@@ -2,6 +2,7 @@
 
 - the last input item is a user message and the request has function tools: a ``function_call``;
 - it is a ``function_call_output``: "The tool said: <output>";
+- a text answer is cut to ``max_output_tokens`` (four characters a token), as the chat answer is;
 - otherwise "echo: <text of the last message>".
 
 Server-side tools run before the answer: a ``web_search`` / ``web_search_preview`` tool gives
@@ -72,6 +73,9 @@ def _output_items(body: dict[str, Any], number: int) -> list[dict[str, Any]]:
         text = f"The tool said: {last.get('output')}"
     else:
         text = f"echo: {_text_of(last)[:80]}"
+    cap = body.get("max_output_tokens")
+    if isinstance(cap, int) and len(text) // 4 > cap:
+        text = text[: 4 * cap]  # an answer never runs past its cap
     items.append(
         {
             "id": f"msg_mock_{number}",

@@ -15,13 +15,18 @@ it receives (a Responses request also with its raw body text), and can be told t
 - Prompt caching is simulated (``tests.mock.cache``): usage reports ``cached_tokens`` for the prefix an
   earlier request to the same model left within the retention, in 128-token blocks from 1,024 tokens;
   prompt tokens are counted exactly. ``_control`` takes ``{"cache": false}`` to turn it off and
-  ``{"cache_age_seconds": 600}`` to age what is cached (a pause without waiting).
+  ``{"cache_age_seconds": 600}`` to age what is cached (a pause without waiting);
+  ``{"cache_retention_seconds": 5}`` shortens the retention (time scaled down: real pauses of seconds
+  outlast it; ``/_reset`` restores 300).
 - ``_control`` takes ``{"models": {"<model>": {...}}}``: per-model behaviour (``tests.mock.behaviours``:
   slower on long prompts, shorter answers, another tool above a length, failing), merged by model.
 - ``GET /_requests``: what it received (path, headers without authorization values, JSON body);
   ``?since=N`` leaves out the first N.
 - ``POST /_reset``: forget requests and behaviour.
 - Anthropic's ``POST /v1/messages`` and ``/v1/messages/count_tokens``: ``tests.mock.anthropic``.
+- ``--agent-project DIR`` (``create_mock_app(agent=...)``): Responses and Messages requests that offer a
+  file-reading tool are answered by a scripted agent that reads DIR's files, several calls a turn
+  (``--agent-calls``), then answers (``tests.mock.agent``); off by default.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -40,6 +46,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from tests.mock.agent import AgentScript
 from tests.mock.anthropic import messages_routes
 from tests.mock.behaviours import ModelBehaviour
 from tests.mock.cache import PromptCache
@@ -70,6 +77,8 @@ class MockState:
     """Background responses still running: how many more reads see them in progress."""
     models: dict[str, ModelBehaviour] = field(default_factory=dict)
     """Per-model behaviour (``_control``'s ``models``), by the model the request names."""
+    agent: AgentScript | None = None
+    """The scripted agent that answers requests offering its tools (``tests.mock.agent``); None: off."""
 
 
 def _json(data: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -129,8 +138,8 @@ def _answer(body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]] | No
     return f"echo: {_text_of(last)[:80]}", None, "stop"
 
 
-def create_mock_app() -> Starlette:
-    state = MockState()
+def create_mock_app(agent: AgentScript | None = None) -> Starlette:
+    state = MockState(agent=agent)
 
     async def misbehave(request: Request, body: dict[str, Any], raw: bytes | None = None) -> Response | None:
         if state.behaviour.record_bodies:
@@ -165,6 +174,18 @@ def create_mock_app() -> Starlette:
         if behaviour.fail_status is not None:
             error = {"message": "mock model failure", "type": "server_error", "param": None, "code": None}
             return behaviour, _json({"error": error}, behaviour.fail_status)
+        if behaviour.too_long(prompt_tokens):
+            message = (
+                f"This model's maximum context length is {behaviour.context_window} tokens. However, your "
+                f"messages resulted in {prompt_tokens} tokens. Please reduce the length of the messages."
+            )
+            error = {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+            return behaviour, _json({"error": error}, 400)
         return behaviour, None
 
     async def chat(request: Request) -> Response:
@@ -282,6 +303,8 @@ def create_mock_app() -> Starlette:
         response = responses_answer(body, number=len(state.responses) + 1, usage=usage)
         if behaviour is not None:
             response = behaviour.response(response, usage[0])
+        if state.agent is not None:
+            response = state.agent.respond(body, response)
         if body.get("store") is not False:
             state.responses[response["id"]] = response
         if body.get("background"):
@@ -392,6 +415,7 @@ def create_mock_app() -> Starlette:
         changes = orjson.loads(await request.body())
         state.cache.enabled = changes.pop("cache", state.cache.enabled)
         state.cache.age(changes.pop("cache_age_seconds", 0))
+        state.cache.retention = changes.pop("cache_retention_seconds", state.cache.retention)
         for model, spec in (changes.pop("models", None) or {}).items():
             state.models[model] = ModelBehaviour.of(spec)
         for key, value in changes.items():
@@ -412,6 +436,7 @@ def create_mock_app() -> Starlette:
         state.behaviour = Behaviour()
         state.cache.enabled = True
         state.cache.reset()
+        state.cache.retention = PromptCache.retention
         state.requests.clear()
         state.responses.clear()
         state.running.clear()
@@ -442,9 +467,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="A mock OpenAI-compatible upstream")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9000)
+    parser.add_argument("--agent-project", type=Path, help="answer as a scripted agent reading these files")
+    parser.add_argument("--agent-calls", type=int, default=5, help="the agent's file reads per turn")
     args = parser.parse_args()
+    agent = AgentScript.of(args.agent_project, args.agent_calls) if args.agent_project else None
     uvicorn.run(
-        create_mock_app(),
+        create_mock_app(agent),
         host=args.host,
         port=args.port,
         loop="uvloop",

@@ -35,8 +35,11 @@ def test_describe_lists_the_bands_and_actions_of_every_model() -> None:
     )
     assert policy.rows[2].detail == (
         "relevant chunks of documents >= 8000 tokens, within 125000 tokens; "
-        "compress old turns first when history is >= 50%"
+        "compress old turns first when history is >= 50%; "
+        "what cannot be cut under the cliff: forwarded, billed at the higher tier"
     )
+    rejecting = describe(make_engine(make_section(default={"on_exhausted": "reject"})))[0].policies[0]
+    assert rejecting.rows[2].detail.endswith("cannot be cut under the cliff: 400 context_length_exceeded")
 
 
 def test_describe_skips_the_empty_over_cliff_band_of_untiered_models() -> None:

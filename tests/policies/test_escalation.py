@@ -79,7 +79,7 @@ def test_after_transform_checks_compression_against_its_target(
 def test_after_transform_checks_retrieval_then_rejects_rather_than_crossing_the_cliff(
     new_tokens: int, sent: bool, missed_target: bool
 ) -> None:
-    engine, facts, decision = planned(300_000)
+    engine, facts, decision = planned(300_000, on_exhausted="reject")
     after = engine.after_transform(decision, facts, new_tokens)
     assert after.transforms == ()
     assert after.applied == (R,)
@@ -175,7 +175,7 @@ def test_after_failure_forward_over_the_cliff_is_sent_when_the_policy_allows_it(
     [
         (260_000, C, {"compress": {"on_failure": "reject"}}),
         (300_000, R, {"retrieve": {"on_failure": "reject"}}),
-        (300_000, R, {"retrieve": {"on_failure": "forward"}}),
+        (300_000, R, {"retrieve": {"on_failure": "forward"}, "on_exhausted": "reject"}),
     ],
 )
 def test_after_failure_rejects_with_503_when_nothing_else_keeps_the_invariant(
@@ -257,8 +257,8 @@ def test_deferred_timing_sends_a_compression_up_to_the_cliff_without_excerpting_
     ("tokens", "step", "default"),
     [
         (300_000, R, {"retrieve": {"on_failure": "reject"}}),
-        (300_000, R, {"retrieve": {"on_failure": "forward"}}),
-        (300_000, R, {}),
+        (300_000, R, {"retrieve": {"on_failure": "forward"}, "on_exhausted": "reject"}),
+        (300_000, R, {"on_exhausted": "reject"}),
     ],
 )
 def test_after_a_lasting_failure_the_rejection_is_400_context_length_exceeded(
@@ -283,3 +283,53 @@ def test_a_lasting_failure_still_moves_on_to_the_next_transform() -> None:
     engine, facts, decision = planned(260_000)
     after = engine.after_failure(decision, facts, reason="nothing", lasting=True)
     assert (after.action, after.transforms, after.rejection) == (R, (R,), None)
+
+
+def test_an_exhausted_request_within_the_window_is_forwarded_by_default() -> None:
+    """Retrieval left it over the cliff and nothing else can cut it: it goes, billed above the cliff."""
+    engine, facts, decision = planned(320_504)
+    after = engine.after_transform(decision, facts, 300_000)
+    assert (after.action, after.transforms, after.rejection) == (R, (), None)
+    assert (after.tokens, after.above_cliff) == (300_000, True)
+    assert after.warnings[-1] == (
+        "300000 input tokens go to gpt-5.4 above its price cliff of 272000 tokens "
+        "(on_exhausted: forward, nothing left to cut): billed at the higher tier"
+    )
+
+
+def test_an_exhausted_request_is_rejected_when_the_policy_says_so() -> None:
+    engine, facts, decision = planned(320_504, on_exhausted="reject")
+    after = engine.after_transform(decision, facts, 300_000)
+    assert after.rejection is not None
+    assert (after.action, after.above_cliff, after.rejection.status) == (Action.REJECT, False, 400)
+
+
+def test_an_exhausted_request_over_the_window_is_rejected_whatever_the_policy() -> None:
+    engine, facts, decision = planned(1_100_000)
+    after = engine.after_transform(decision, facts, 1_060_000)
+    assert after.rejection is not None
+    assert after.rejection.message.startswith("This model's maximum context length is 1050000 tokens")
+    failed = engine.after_failure(decision, facts, reason="no room", lasting=True)
+    assert failed.rejection is not None and failed.rejection.status == 400
+
+
+@pytest.mark.parametrize("lasting", [True, False])
+def test_a_request_every_transform_failed_on_is_sent_as_it_stands_within_the_window(lasting: bool) -> None:
+    engine, facts, decision = planned(320_504, history_share=0.9)
+    assert decision.transforms == (C, R)
+    retrieving = engine.after_failure(decision, facts, reason="over the target", lasting=lasting)
+    after = engine.after_failure(
+        retrieving, facts, reason="retrieve made the request larger", lasting=lasting
+    )
+    assert (after.action, after.transforms, after.rejection) == (F, (), None)
+    assert (after.tokens, after.above_cliff) == (320_504, True)
+    assert after.warnings[-2] == "retrieve failed (retrieve made the request larger); sent as it stands"
+    assert "on_exhausted: forward" in after.warnings[-1]
+
+
+def test_an_exhausted_compression_is_sent_compressed_when_retrieval_fails_after_it() -> None:
+    engine, facts, decision = planned(600_000, history_share=0.9, compress={"timing": "eager"})
+    compressed = engine.after_transform(decision, facts, 290_000)
+    assert compressed.transforms == (R,)
+    after = engine.after_failure(compressed, facts, reason="no document", lasting=True)
+    assert (after.action, after.applied, after.tokens, after.above_cliff) == (C, (C,), 290_000, True)

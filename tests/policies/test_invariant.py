@@ -1,8 +1,9 @@
 """The invariant, over generated configs, model tables, requests and transform outcomes:
 
 a request goes upstream with at most its target model's cliff of input tokens, unless the matching
-policy sets ``allow_over_cliff`` (then with ``above_cliff`` set and a warning), and never with more
-than the target model's context window.
+policy sets ``allow_over_cliff``, or no transform could cut it further and the policy's ``on_exhausted``
+is ``forward`` (either way with ``above_cliff`` set and a warning), and never with more than the target
+model's context window.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def policy_bodies(draw: st.DrawFn, models: list[str]) -> dict[str, Any]:
     body: dict[str, Any] = {
         "mode": draw(st.sampled_from(["enforce", "observe"])),
         "allow_over_cliff": allow,
+        "on_exhausted": draw(st.sampled_from(["forward", "reject"])),
         "actions": actions,
         "compress": {
             "on_failure": draw(st.sampled_from(["retrieve", "forward", "reject"])),
@@ -154,6 +156,10 @@ def allows_over_cliff(config: PoliciesConfig, policy: str) -> bool:
     return next(body.allow_over_cliff for _, body in config.bodies() if body.name == policy)
 
 
+def forwards_exhausted(config: PoliciesConfig, policy: str) -> bool:
+    return next(body.on_exhausted == "forward" for _, body in config.bodies() if body.name == policy)
+
+
 @settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow]
 )
@@ -185,7 +191,8 @@ def test_invariant_holds_for_every_decision_and_every_transform_outcome(
     assert decision.tokens <= window
     assert decision.above_cliff is (decision.tokens > cliff)
     if decision.tokens > cliff:
-        assert allowed
+        exhausted = any("(on_exhausted: forward" in warning for warning in decision.warnings)
+        assert allowed or (steps > 0 and exhausted and forwards_exhausted(config, decision.policy))
         assert any("above its price cliff" in warning for warning in decision.warnings)
     if not decision.applied:
         assert decision.tokens == facts.prompt_tokens

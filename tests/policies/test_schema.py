@@ -51,6 +51,7 @@ def errors_of(section: object) -> list[dict[str, Any]]:
         ),
         (make_section(rules=[{"name": "", "match": {"models": ["x"]}}]), ("rules", 0, "name"), "at least 1"),
         ({"default": {"mode": "shadow"}}, ("default", "mode"), "'enforce' or 'observe'"),
+        ({"default": {"on_exhausted": "drop"}}, ("default", "on_exhausted"), "'forward' or 'reject'"),
         ({"default": {"match": {"models": ["x"]}}}, ("default", "match"), "Extra inputs"),
         ({"default": {"actions": {"warning": "drop"}}}, ("default", "actions", "warning"), "'forward'"),
         (
@@ -181,7 +182,7 @@ def test_policies_config_defaults_match_the_issue() -> None:
     config = PoliciesConfig.model_validate({"default": {}})
     default = config.default
     assert default.name == "default"
-    assert (default.mode, default.allow_over_cliff) == ("enforce", False)
+    assert (default.mode, default.allow_over_cliff, default.on_exhausted) == ("enforce", False, "forward")
     assert default.actions.model_dump() == {
         "below_warning": "forward",
         "warning": "compress",
