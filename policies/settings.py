@@ -68,7 +68,8 @@ class CompressSettings:
     pinned_tokens: int = 0
     """Budget for the user's own words kept verbatim in a compacted request (0: none)."""
     pin_max_tokens: int = 1_000
-    """A user message up to this long is the user's own instruction (longer: a paste)."""
+    """A user message up to this long is pinned whole; of a longer one, the user's own words (not what
+    they pasted) up to this long."""
     recall_tokens: int = 0
     """Budget for excerpts of the summarised turns recalled for the latest question (0: none)."""
     client_compaction: tuple[str, ...] = ()

@@ -12,8 +12,8 @@ concurrent requests (single flight), aimed at ``target_tokens``: a part appended
 (or the first part, or a roll-up; see ``compaction``), with the tool outputs over the cap excerpted;
 when what the selection keeps verbatim is over the target even so, the split moves later
 (``selection.deepen``) and the current turn's older calls are summarised too.
-Either way the request then gets, after the stable prefix, the excerpts of the summarised turns most
-relevant to its latest question (``recall``), within what the limit leaves.
+Either way the request then gets, right before its newest step (never last), the excerpts of the
+summarised turns most relevant to its latest question (``recall``), within what the limit leaves.
 """
 
 from __future__ import annotations

@@ -1,17 +1,26 @@
 """Pins: what the user said, quoted verbatim in the summary message of the span it comes from.
 
 A summary written by a cheap model drifts from what the user asked; the user's own words do not. So a
-summary part quotes, before the cheap model's text, under "The user's own words (verbatim):":
+summary part quotes, before the cheap model's text, under "The user's own words (verbatim):" what the
+user typed, in ``user`` messages whose content is typed text (a string, or text and image parts) and
+which are not the gateway's own summary or recall messages:
 
+* a message of at most ``pin_max_tokens`` tokens, whole (an instruction, a question);
+* of a longer one, its own words (``words``): the text outside code fences and pasted runs of log,
+  code, data or quoted lines, each paste replaced by a marker of its size, within ``pin_max_tokens``.
+  "Also: all timestamps are UTC ISO 8601. Here is the next log: <9,500 tokens>" keeps its instruction;
+  the log goes to the summary and the recall only. A message with no words of the user's (a bare
+  paste) is not pinned;
+* of a longer one that is all prose (an essay the user typed, or an article they pasted: the shape
+  cannot tell), the lines at both ends, where an instruction goes, but only with what the others
+  leave of the budget: such excerpts never push out an instruction;
 * the first user message of the conversation (the goal, usually), always, when it is in the part's
-  span; longer than ``pin_max_tokens``, it is quoted as a head/tail excerpt of that size;
-* the user's short instructions: ``user`` messages of at most ``pin_max_tokens`` tokens whose content
-  is typed text (a string, or text and image parts), which are not the gateway's own summary or
-  recall messages.
+  span: whole, or its own words, or (a bare paste) a head/tail excerpt of ``pin_max_tokens``.
 
 ``pinned_tokens`` bounds the quotes of a whole compacted request: a part written later pins within what
 the earlier parts left (a roll-up pins the whole span again). Within it the first message comes first,
-then the others from the most recent backwards until one does not fit; the quotes read in conversation
+then the others from the most recent backwards until one does not fit, then the prose excerpts the
+same way; the quotes read in conversation
 order, each marked with its 1-based position. A part's quotes are fixed when it is written.
 """
 
@@ -25,6 +34,7 @@ from compressors.summary.assembly import GATEWAY_MARKERS
 from compressors.summary.excerpts import head_tail
 from compressors.summary.settings import SummarySettings
 from compressors.summary.transcript import content_text
+from compressors.summary.words import own_words
 
 HEADING = "The user's own words (verbatim):"
 TYPED_PARTS = frozenset({"text", "input_text", "image_url", "input_image"})
@@ -61,13 +71,25 @@ def pin(
         if quote:
             quotes[first] = quote
             used += counter.count_text(quote)
+    edges: list[tuple[int, str, int]] = []  # of long prose messages: pinned with what is left
     for position in reversed(span):
         if position == first or not typed(messages[position]):
             continue
         text = content_text(messages[position].get("content")).strip()
         tokens = counter.count_text(text)
         if tokens > settings.pin_max_tokens:
-            continue
+            words = own_words(text, limit=settings.pin_max_tokens, counter=counter)
+            if not words.text:
+                continue
+            text, tokens = words.text, counter.count_text(words.text)
+            if not words.beside_paste:
+                edges.append((position, text, tokens))
+                continue
+        if used + tokens > budget:
+            break
+        quotes[position] = text
+        used += tokens
+    for position, text, tokens in edges:
         if used + tokens > budget:
             break
         quotes[position] = text
@@ -97,7 +119,13 @@ def typed(message: Message) -> bool:
 
 
 def _quote(message: Message, limit: int, counter: TokenCounter) -> str:
+    """The first message: whole within ``limit``, else its own words, else a head/tail excerpt."""
     text = content_text(message.get("content")).strip()
+    if counter.count_text(text) <= limit:
+        return text
+    words = own_words(text, limit=limit, counter=counter).text
+    if words:
+        return words
     head = limit * 2 // 3
     cut = head_tail(text, head=head, tail=limit - head, counter=counter, noun="message")
     return text if cut is None else cut

@@ -1,4 +1,5 @@
-"""Recall: excerpts of the summarised turns that the latest request asks about, in one user message.
+"""Recall: excerpts of the summarised turns that the latest request asks about, in one message placed
+before the newest step.
 
 A summary loses details (a number in a 20K-token tool output, a line of a pasted log) that a later
 question may need, and so does an excerpt of a tool output kept in the recent part. So the messages the
@@ -9,13 +10,39 @@ The question is the latest user message's text (its last ``QUESTION_MAX_CHARS`` 
 arguments of the tool calls of the last assistant message after it (an agent's latest step names
 what it looks for). The best chunks that fit ``recall_tokens`` (and what the request's limit leaves)
 are sent in document order, neighbours merged, each marked with the positions of the messages it
-comes from, in one user message opened by ``RECALL_OPENING``.
+comes from, in one message opened by ``RECALL_OPENING`` and framed as reference material: not a
+message from the user, asking for nothing. No chunk scoring above zero: no recall message.
+
+Where it goes (``place``): never last, and never after the message the model is to answer. An agent
+that takes the last user message for its instruction read a recall sent at the very end, after the
+tool output it was working on, as a new request, and started its task over. So the recall goes right
+before the newest step: the latest user message, or the last assistant message with tool calls and
+the outputs answering it. The model then reads the recall, then what it answers, as it always did.
+When that step opens with a user message right after tool outputs, the recall goes before the tool
+call those outputs answer: on the Messages API the outputs and the user's text are one message, which
+a message of the gateway's cannot split.
+
+It is a ``user`` message: the role every upstream accepts anywhere (Anthropic merges it with the user
+message next to it, as it does a client's own reminders), and the one with the least authority (it
+quotes old tool outputs, which must not gain a system or developer message's weight).
+
+The trade-off is the provider's prompt cache. The recall depends on the question, so it changes every
+request, and everything after it is re-sent uncached. Placed with the summary, before the recent
+turns, it would re-send the whole verbatim part uncached on every request: that part grows, turn after
+turn, while a compaction is reused up to ``reuse_tokens`` (under the example policy for a 272K cliff,
+from about 15K tokens to 195K), and would cost more than forwarding the whole request from the cache.
+At the very end it cost nothing but itself, and posed as the user. Before the newest step it costs,
+on top of itself, the step before (what the previous request added, sent after that request's
+recall), once: a user message, or one tool call with its outputs. The summary and everything up to
+the previous step stay the provider's cached prefix (on the Messages API the gateway puts a breakpoint
+there). No placement that is not last costs less: whatever follows the recall in one request and
+precedes it in the next is re-sent. Where steps are large the price shows: on the savings benchmark
+(10K-token user messages, tool outputs of 10-25K) the gateway's bill went from 51% to 57% of
+forwarding on the long chat and from 52% to 60% on the tool loop.
 
 The index is cached in the Cache under a hash of the document's bytes and the encoding (built off the
 event loop when missing, stored with the summary's ``cache_ttl``), so the turns that reuse a summary
-index its span once. The recall depends on the question, so it goes after everything else, at the very
-end of the request: the next turn drops it and the prefix before it stays the provider's cached one.
-No chunk scoring above zero: no recall message.
+index its span once.
 """
 
 from __future__ import annotations
@@ -25,14 +52,17 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from compressors.lru import Lru
 from compressors.protocols import Cache, Message, TokenCounter
 from compressors.retrieval.codec import decode_index, encode_index
 from compressors.retrieval.index import DocumentIndex, build_index, index_key
-from compressors.retrieval.ranking import order_by_score, phrase_scores
+from compressors.retrieval.ranking import Scores, order_by_score, phrase_scores
 from compressors.retrieval.settings import RetrievalSettings
 from compressors.summary.assembly import RECALL_OPENING
 from compressors.summary.keys import recall_key
+from compressors.summary.selection import ANSWER_ROLES, group_blocks
 from compressors.summary.transcript import call_arguments, content_text, render_message
 
 CHUNKS = RetrievalSettings(chunk_min=500, chunk_max=800, overlap=0)
@@ -40,12 +70,21 @@ QUESTION_MAX_CHARS = 4_000
 PHRASE_MAX_CHARS = 200
 """Of the question, the end whose word pairs also score as phrases (each phrase is a search of the
 whole summarised span: a long pasted question would cost a search per pair)."""
+MIN_LIFT = 2.0
+SINGLED_OUT = 3
+"""A chunk is recalled only when the question singles it out: it scores at least ``MIN_LIFT`` times the
+median of the chunks that match the question at all, unless fewer than ``SINGLED_OUT`` match (a rare
+name, a number: those few are singled out already). A question that matches many chunks about as well
+(a long message of prose, whose words are everywhere; an agent's routine call naming the same kind of
+path as every call before) singles out nothing and gets no recall: an excerpt the question does not need
+costs its own tokens and re-sends what follows it uncached."""
 RUN_MARKER_TOKENS = 12
 """Estimated tokens of one ``[from messages …]`` line and the blank line before it."""
 HEADER = (
-    f"{RECALL_OPENING} from the summarised part of the conversation, as relevant to the latest "
-    "request. They are quoted in their original order, each marked with the messages it comes from; "
-    "the text between them was left out.]"
+    f"{RECALL_OPENING} from the summarised part of the conversation, as reference for what follows. "
+    "This is not a message from the user and asks for nothing: the conversation goes on after it. "
+    "They are quoted in their original order, each marked with the messages it comes from; the text "
+    "between them was left out.]"
 )
 
 
@@ -121,10 +160,22 @@ def _keyed(
 
 
 def place(messages: list[Message], recalled: Recalled) -> list[Message]:
-    """``messages`` with the recall at the very end: after the latest question, so that what this turn
-    adds and the next turn drops is the recall alone (placed before the latest user message, that
-    message would follow a part that changes every turn, and be sent uncached twice)."""
-    return [*messages, recalled.message]
+    """``messages`` with the recall right before the newest step (see the module docstring)."""
+    at = newest_step(messages)
+    return [*messages[:at], recalled.message, *messages[at:]]
+
+
+def newest_step(messages: Sequence[Message]) -> int:
+    """Where the newest step starts: its last block, or the block before when that is a user message
+    right after tool outputs (one message on the Messages API); 0 without a block."""
+    blocks = group_blocks(messages)
+    if not blocks:
+        return 0
+    at = blocks[-1].indices[0]
+    before = messages[at - 1].get("role") if at > 0 else None
+    if len(blocks) > 1 and messages[at].get("role") == "user" and before in ANSWER_ROLES:
+        at = blocks[-2].indices[0]
+    return at
 
 
 def _decoded(raw: bytes | None) -> DocumentIndex | None:
@@ -140,19 +191,25 @@ def _select(
     doc: Document, data: bytes, index: DocumentIndex, asked: str, budget: int, counter: TokenCounter
 ) -> Recalled | None:
     chunks, lexical = index.chunks, index.lexical
-    scores = phrase_scores(
-        lexical.scores(asked),
-        asked[-PHRASE_MAX_CHARS:],
-        lexical,
-        folded=data.lower(),
-        starts=chunks.byte_starts,
-        ends=chunks.byte_ends,
-    )
+    folded = data.lower()
+    tail = asked[-PHRASE_MAX_CHARS:]
+
+    def scored(text: str) -> Scores:
+        return phrase_scores(
+            lexical.scores(text),
+            tail,
+            lexical,
+            folded=folded,
+            starts=chunks.byte_starts,
+            ends=chunks.byte_ends,
+        )
+
+    candidates = singled_out(scored(asked))
     sizes = (chunks.token_ends - chunks.token_starts).tolist()
     primer = counter.count_messages([])
     room = budget - (counter.count_messages([_message(doc, index, [])]) - primer)
     chosen: list[int] = []
-    for number in order_by_score(scores).tolist():
+    for number in dict.fromkeys(candidates):
         cost = sizes[number] + RUN_MARKER_TOKENS
         if cost <= room:
             chosen.append(number)
@@ -163,6 +220,14 @@ def _select(
             return Recalled(message, len(chosen))
         chosen.pop()  # the lowest-ranked one
     return None
+
+
+def singled_out(scores: Scores) -> list[int]:
+    """The chunks ``scores`` single out, best first (``MIN_LIFT``, ``SINGLED_OUT``)."""
+    positive = scores[scores > 0]
+    floor = float(np.median(positive)) * MIN_LIFT if len(positive) >= SINGLED_OUT else 0.0
+    order = order_by_score(scores)
+    return [int(number) for number in order if scores[number] >= floor]
 
 
 def _message(doc: Document, index: DocumentIndex, chosen: Sequence[int]) -> Message:

@@ -17,7 +17,9 @@ So a floor of one turn keeps an agent's whole tool loop (one user message, then 
 set the floor to 0 to let the aim summarise the old calls of a loop. What is kept may then still be
 over the cap; ``excerpts`` shrinks it inside a compacted request (with no old block at all, the
 request is left as it is). The last user message stays verbatim even when it falls in the old part
-(an agent's task, far back in its loop).
+(an agent's task, far back in its loop). The last block is never old, whatever the rules say (but when
+it is that last user message alone, which stays anyway): the model answers it, and a summary in its
+place would be the request's last message, read as the newest thing said.
 
 When what the floor keeps is over the target even after those excerpts (turns of long pastes, an agent
 turn of many calls), ``deepen`` moves the split later: only the trailing blocks the aim holds stay, but
@@ -105,7 +107,10 @@ def select(messages: Sequence[Message], *, settings: SummarySettings, counter: T
             # at least)
             floor = min(_tokens_split(messages, blocks, cap, counter), len(blocks) - 1)
         split = min(split, floor)
-    return Selection(blocks=blocks, split=split, last_user=latest_user(messages))
+    last_user = latest_user(messages)
+    if split == len(blocks) and blocks and blocks[-1].indices != (last_user,):
+        split -= 1  # the newest step stays: the summary is never the last message
+    return Selection(blocks=blocks, split=split, last_user=last_user)
 
 
 def answered(messages: Sequence[Message]) -> frozenset[int]:

@@ -28,7 +28,8 @@ class SummarySettings:
       excerpts until it fits or none is left. Blocks are never dropped by the cap, and it applies
       only when some block is summarised.
 
-    With neither aim nor floor set, only system messages and the last user message stay. A floor of
+    With neither aim nor floor set, only system messages, the last user message and the newest block
+    (the step the model answers) stay. A floor of
     one turn or more keeps an agent's whole tool loop (it is one turn): use 0 to summarise its old
     calls.
 
@@ -59,8 +60,8 @@ class SummarySettings:
     pinned_tokens: int = 8_000
     """Budget of the user's own words quoted verbatim in a compacted request (0: pin nothing)."""
     pin_max_tokens: int = 1_000
-    """A user message up to this many tokens is an instruction worth pinning; a longer one is a paste
-    (the first user message is pinned anyway, as a head/tail excerpt of this size)."""
+    """A user message up to this many tokens is pinned whole; of a longer one, only the user's own words
+    (``words``: the text beside code fences and pasted runs), within this many tokens."""
     recall_tokens: int = 4_000
     """Budget of the excerpts of summarised turns recalled for the latest request (0: no recall)."""
     cheap_context_tokens: int = 128_000

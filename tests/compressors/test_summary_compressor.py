@@ -133,6 +133,7 @@ async def test_compress_never_separates_a_tool_pair_wherever_the_split_falls(rec
     assert_tool_pairs_intact(result.messages)
     starts = [i for i, m in enumerate(messages) if m["role"] not in ("system", "tool")]
     start = min(i for i in [*starts, len(messages)] if i >= len(messages) - recent)
+    start = min(start, starts[-1])  # the newest step (the last call with its answer) always stays
     last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
     summarized = [i for i in range(1, start) if i != last_user]
     if not summarized:

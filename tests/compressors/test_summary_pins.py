@@ -1,7 +1,9 @@
-"""Pins: the first user message and the user's short instructions stay verbatim in the summary."""
+"""Pins: the first user message and the user's instructions (their own words beside a paste) stay
+verbatim in the summary."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +20,7 @@ from tests.compressors.test_summary_fakes import (
     make_settings,
     summary_messages,
 )
+from tests.fixtures.haystack import ProseGenerator, TiktokenCounter, o200k_encoding
 
 COUNTER = CharCounter()
 GOAL = "Build a CSV parser in Rust. Requirements: no unsafe code, streaming input."
@@ -164,3 +167,152 @@ async def test_a_roll_up_pins_the_whole_span_again() -> None:
         (12, "switch to semicolons"),
     )
     assert pins in summary_messages(second.messages)[0] and second.pinned == 5
+
+
+def log_lines(count: int) -> str:
+    return "\n".join(
+        f"2024-05-01T12:00:{n % 60:02d}Z INFO request {n} took {n * 7 % 900}ms" for n in range(count)
+    )
+
+
+@pytest.mark.anyio
+async def test_pins_keep_the_users_words_beside_a_paste_and_leave_the_paste_out() -> None:
+    before = "Also: all timestamps are UTC ISO 8601. Here is the next log:"
+    after = "Flag every request slower than 500ms."
+    paste = f"{before}\n{log_lines(40)}\n{after}"
+    compressor, _ = make()
+    result = await compressor.compress(chat(paste=paste), pinning())
+    summary = summary_messages(result.messages)[0]
+    left_out = f"[\u2026 {len(log_lines(40)):,} tokens of pasted material left out by the gateway \u2026]"
+    pins = quoted(
+        (2, GOAL),
+        (4, "use tabs, not spaces"),
+        (6, f"{before}\n{left_out}\n{after}"),
+        (8, "also support quoted fields"),
+    )
+    assert summary.endswith(f"\n\n{pins}\n\n{good_summary('summary 1')}")
+    assert result.pinned == 4 and "request 7 took" not in summary.split("## User goal")[0]
+
+
+@pytest.mark.anyio
+async def test_pins_quote_the_own_words_of_a_long_first_message_rather_than_its_head_and_tail() -> None:
+    goal = "Parse these rows into a report grouped by hour:\n" + log_lines(60) + "\nUse UTC everywhere."
+    compressor, _ = make()
+    result = await compressor.compress(chat(goal), pinning())
+    left_out = f"[\u2026 {len(log_lines(60)):,} tokens of pasted material left out by the gateway \u2026]"
+    expected = (
+        f"[message 2]\nParse these rows into a report grouped by hour:\n{left_out}\nUse UTC everywhere."
+    )
+    assert f"{expected}\n\n[message 4]" in summary_messages(result.messages)[0]
+
+
+@pytest.mark.anyio
+async def test_a_paste_with_no_words_of_the_user_is_not_pinned_and_the_budget_still_holds() -> None:
+    compressor, _ = make()
+    result = await compressor.compress(chat(paste=log_lines(40)), pinning())
+    summary = summary_messages(result.messages)[0]
+    assert "[message 6]" not in summary and result.pinned == 3
+    said = [f"Rule {n}: keep the {n}th column.\n{log_lines(30)}" for n in range(8)]
+    messages: list[Message] = []
+    for text in said:
+        messages += [{"role": "user", "content": text}, {"role": "assistant", "content": "ok"}]
+    messages.append({"role": "user", "content": "go"})
+    budget = 200
+    found = pin(messages, list(range(len(messages) - 1)), budget=budget, settings=pinning(), counter=COUNTER)
+    assert found.tokens <= budget and found.count == 2
+    assert "Rule 7: keep the 7th column." in found.text and "Rule 0:" in found.text  # the first, the latest
+
+
+def session_paste(rng: random.Random, prose: ProseGenerator) -> str:
+    """A paste of one of the shapes users paste: a log, fenced code, JSON, CSV, a quoted mail, a trace."""
+    shape = rng.randrange(6)
+    if shape == 0:
+        return "\n".join(
+            f"2024-05-0{rng.randint(1, 9)}T{rng.randint(0, 23):02d}:00:00Z WARN [svc-{rng.randint(1, 9)}] "
+            f"slow call id={rng.getrandbits(32):x} {rng.randint(1, 999)}ms"
+            for _ in range(rng.randint(30, 120))
+        )
+    if shape == 1:
+        body = [f"def handler_{n}(event):\n    return {{'n': {n}}}" for n in range(rng.randint(10, 40))]
+        return "```python\n" + "\n".join(body) + "\n```"
+    if shape == 2:
+        return "\n".join(
+            f'{{"id": {n}, "total": {rng.random() * 100:.2f}}},' for n in range(rng.randint(30, 100))
+        )
+    if shape == 3:
+        return "\n".join(f"{n},{rng.randint(1, 99)},{rng.random():.4f}" for n in range(rng.randint(50, 200)))
+    if shape == 4:
+        return "\n".join("> " + prose.sentence() for _ in range(rng.randint(15, 50)))
+    frames = [
+        f'  File "/srv/m{n}.py", line {n}, in run_{n}\n    step_{n}(payload)'
+        for n in range(rng.randint(8, 30))
+    ]
+    return "Traceback (most recent call last):\n" + "\n".join(frames) + "\nKeyError: 'tenant'"
+
+
+@pytest.mark.anyio
+async def test_every_instruction_beside_a_paste_stays_verbatim_in_every_compacted_request() -> None:
+    """A long chat where every third message gives an instruction with a paste (before it, after it, glued
+    to it, or two instructions around two pastes) and the others short instructions: compacted turn
+    after turn past a line, every instruction given so far is in every compacted request, verbatim."""
+    counter = TiktokenCounter(o200k_encoding())
+    rng, prose = random.Random(11), ProseGenerator(12)
+    settings = make_settings(
+        target_tokens=20_000,
+        reuse_tokens=68_000,
+        keep_recent_turns=2,
+        keep_recent_tokens=4_000,
+        keep_recent_max_tokens=15_000,
+        pinned_tokens=4_000,
+        pin_max_tokens=500,
+        recall_tokens=1_000,
+    )
+    compressor = SummarizeOldTurns(counter=counter, completer=ScriptedCompleter(), cache=DictCache())
+    planted: list[str] = []
+
+    def rule() -> str:
+        planted.append(f"Rule {len(planted)}: {prose.sentence()}")
+        return planted[-1]
+
+    messages: list[Message] = [{"role": "system", "content": "You are a careful analyst."}]
+    compacted = 0
+    for turn in range(60):
+        shape = turn // 3 % 4
+        if turn % 3:
+            text = f"{rule()} {prose.sentence()}"
+        elif shape == 0:
+            text = f"{rule()} Here it is:\n{session_paste(rng, prose)}"
+        elif shape == 1:
+            text = f"{session_paste(rng, prose)}\n{rule()}"
+        elif shape == 2:
+            text = f"{rule()} Data: {session_paste(rng, prose)}"
+        else:
+            text = f"{rule()}\n{session_paste(rng, prose)}\n{rule()}\n{session_paste(rng, prose)}"
+        messages.append({"role": "user", "content": text})
+        if counter.count_messages(messages) > 30_000:
+            result = await compressor.compress(messages, settings)
+            assert result.summarized_count
+            sent = "\n".join(str(m["content"]) for m in result.messages)
+            assert [said for said in planted if said not in sent] == []
+            compacted += 1
+        messages.append({"role": "assistant", "content": " ".join(prose.sentence() for _ in range(20))})
+    assert compacted >= 20 and len(planted) >= 60
+
+
+def test_excerpts_of_long_prose_take_only_what_the_instructions_leave() -> None:
+    prose = ProseGenerator(13)
+    essays = [
+        f"Essay {n} follows.\n" + "\n".join(" ".join(prose.sentence() for _ in range(3)) for _ in range(20))
+        for n in range(6)
+    ]
+    said = ["Answer in metric units.", "Never name the vendor.", "The deadline is March 14."]
+    messages: list[Message] = [{"role": "user", "content": "Help me review these essays."}]
+    for number, text in enumerate([said[0], essays[0], said[1], *essays[1:4], said[2], *essays[4:]]):
+        messages += [{"role": "user", "content": text}, {"role": "assistant", "content": f"ok {number}"}]
+    messages.append({"role": "user", "content": "go"})
+    span = list(range(len(messages) - 1))
+    budget = 400
+    found = pin(messages, span, budget=budget, settings=pinning(pin_max_tokens=400), counter=COUNTER)
+    assert all(f"\n{instruction}" in found.text for instruction in said)  # older than most essays
+    assert "Essay 5 follows." in found.text  # the latest essay's opening, with what was left
+    assert "Essay 0 follows." not in found.text and found.tokens <= budget

@@ -1,4 +1,5 @@
-"""Recall: the summarised turns' excerpts that the latest request asks about, placed after the prefix."""
+"""Recall: the summarised turns' excerpts that the latest request asks about, placed before its newest
+step (never last)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,10 @@ from tests.compressors.test_summary_fakes import (
     assert_tool_pairs_intact,
     conversation,
     make_settings,
+    tool_exchange,
     tool_loop,
 )
-from tests.fixtures.haystack import TiktokenCounter, o200k_encoding
+from tests.fixtures.haystack import ProseGenerator, TiktokenCounter, o200k_encoding
 
 WORDS = "alpha beta gamma delta build error file path config value module import line test".split()
 SECRET = "The deploy password for the staging cluster is ZEBRA-7731."
@@ -73,19 +75,20 @@ def recalled_of(messages: list[Message]) -> list[Message]:
 
 
 @pytest.mark.anyio
-async def test_recall_brings_back_a_fact_from_an_old_tool_output_at_the_end_of_a_tool_loop(
+async def test_recall_brings_back_a_fact_from_an_old_tool_output_before_the_newest_step_of_a_loop(
     counter: TiktokenCounter,
 ) -> None:
     messages = agent_loop()
     compressor, _ = make(counter)
     result = await compressor.compress(messages, make_settings(**LOOP))
     assert 9 in result.summarized  # type: ignore[operator]
-    assert all(SECRET not in str(m.get("content")) for m in result.messages[:-1])
-    last = result.messages[-1]
-    assert recalled_of(result.messages) == [last] and SECRET in last["content"]
-    assert "[from message 10]\n" in last["content"]
+    *before, recall_message, call, output = result.messages
+    assert (call, output) == (messages[-2], messages[-1])  # the step the model answers comes last
+    assert all(SECRET not in str(m.get("content")) for m in before)
+    assert recalled_of(result.messages) == [recall_message] and SECRET in recall_message["content"]
+    assert "[from message 10]\n" in recall_message["content"]
     assert result.recalled_chunks >= 1
-    assert counter.count_messages([last]) - 3 <= 2_000
+    assert counter.count_messages([recall_message]) - 3 <= 2_000
     assert result.tokens_after == counter.count_messages(result.messages)
     assert_tool_pairs_intact(result.messages)
 
@@ -106,13 +109,13 @@ def chat_with_a_paste() -> list[Message]:
 
 
 @pytest.mark.anyio
-async def test_recall_brings_back_a_line_of_an_old_paste_right_after_the_latest_question(
+async def test_recall_brings_back_a_line_of_an_old_paste_right_before_the_latest_question(
     counter: TiktokenCounter,
 ) -> None:
     messages = chat_with_a_paste()
     compressor, _ = make(counter)
     result = await compressor.compress(messages, make_settings(recall_tokens=1_500))
-    latest, recall_message = result.messages[-2:]
+    recall_message, latest = result.messages[-2:]
     assert latest is messages[-1]
     assert recalled_of(result.messages) == [recall_message]
     assert "max_connections = 417" in recall_message["content"]
@@ -135,8 +138,9 @@ async def test_recall_follows_the_question_while_the_prefix_before_it_stays_the_
     second = await compressor.compress(later, settings)
     assert second.reused
     assert orjson.dumps(second.messages[: len(first.messages) - 2]) == orjson.dumps(first.messages[:-2])
+    assert recalled_of(second.messages) == [second.messages[-2]]
     assert second.messages[-2]["content"] != first.messages[-2]["content"]
-    assert second.messages[-3:-2] == [later[-2]]
+    assert second.messages[-4:-2] == later[-3:-1] and second.messages[-1] is later[-1]
 
 
 @pytest.mark.anyio
@@ -146,6 +150,36 @@ async def test_recall_is_left_out_when_no_chunk_scores_above_zero(counter: Tikto
     result = await compressor.compress(messages, make_settings(recall_tokens=1_500))
     assert recalled_of(result.messages) == [] and result.recalled_chunks == 0
     assert result.messages[-1] is messages[-1]
+
+
+def prose(seed: int, sentences: int) -> str:
+    generator = ProseGenerator(seed)
+    return " ".join(generator.sentence() for _ in range(sentences))
+
+
+@pytest.mark.anyio
+async def test_recall_is_left_out_when_the_question_singles_out_no_chunk(counter: TiktokenCounter) -> None:
+    """A long message of prose like everything before it (its words match every chunk about as well) asks
+    for nothing in particular: no recall, so what follows it stays cached. A pointed question does."""
+    messages: list[Message] = [{"role": "system", "content": "You are helpful."}]
+    for turn in range(8):
+        text = prose(turn, 120)
+        if turn == 1:
+            text += " The pool sets max_connections to 417 since the outage."
+        messages += [
+            {"role": "user", "content": text},
+            {"role": "assistant", "content": prose(50 + turn, 10)},
+        ]
+    vague = prose(99, 60)
+    compressor, _ = make(counter)
+    settings = make_settings(recall_tokens=1_500)
+    result = await compressor.compress([*messages, {"role": "user", "content": vague}], settings)
+    assert result.summarized_count > 0
+    assert recalled_of(result.messages) == [] and result.recalled_chunks == 0
+    pointed = "Also, what did the pool set max_connections to?"
+    result = await compressor.compress([*messages, {"role": "user", "content": pointed}], settings)
+    [recall_message] = recalled_of(result.messages)
+    assert "max_connections to 417" in recall_message["content"]
 
 
 @pytest.mark.anyio
@@ -216,13 +250,27 @@ def test_question_is_the_latest_user_text_and_the_tool_calls_made_since() -> Non
     assert question(conversation(1), 1) == "question 1 " + "q" * 40
 
 
-def test_place_puts_the_recall_at_the_very_end() -> None:
+def test_place_puts_the_recall_before_the_newest_step_never_last() -> None:
     recalled = Recalled({"role": "user", "content": "recalled"}, 1)
+    made = recalled.message
+    system: Message = {"role": "system", "content": "s"}
+    summary: Message = {"role": "user", "content": "[Summary of the earlier conversation ...]"}
     user: Message = {"role": "user", "content": "q"}
-    tool: Message = {"role": "tool", "tool_call_id": "c", "content": "out"}
-    assert place([tool, user], recalled) == [tool, user, recalled.message]
-    assert place([user, tool], recalled) == [user, tool, recalled.message]
-    assert place([], recalled) == [recalled.message]
+    answer: Message = {"role": "assistant", "content": "a"}
+    step1, step2 = tool_exchange(1, calls=2), tool_exchange(2)
+    # a chat: before the latest user message
+    assert place([system, summary, answer, user], recalled) == [system, summary, answer, made, user]
+    assert place([system, summary, user], recalled) == [system, summary, made, user]
+    # a tool loop: before the last call and the outputs answering it
+    loop = [system, summary, user, *step1, *step2]
+    assert place(loop, recalled) == [system, summary, user, *step1, made, *step2]
+    # a user message right after tool outputs (one message on the Messages API): before their call
+    said: Message = {"role": "user", "content": "and check the logs"}
+    assert place([summary, user, *step1, said], recalled) == [summary, user, made, *step1, said]
+    # an assistant message last (a prefill): before it
+    assert place([summary, user, answer], recalled) == [summary, user, made, answer]
+    assert place([system], recalled) == [made, system]
+    assert place([], recalled) == [made]
 
 
 def test_document_joins_the_messages_as_the_transcript_renders_them() -> None:

@@ -209,7 +209,7 @@ def test_a_part_whose_span_is_all_kept_gets_no_message() -> None:
 async def test_no_part_is_appended_for_newer_blocks_that_hold_only_the_last_user_message() -> None:
     compressor, completer, _ = make()
     settings = make_settings(keep_recent_turns=0, keep_recent_tokens=0)
-    turn1 = conversation(2)
+    turn1 = conversation(2)[:-1]
     first = await compressor.compress(turn1, settings)
     assert first.messages[2] is turn1[3]  # the last user message, kept in place inside the span
     turn2 = [*turn1, {"role": "user", "content": "and now?"}]

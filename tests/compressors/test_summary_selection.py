@@ -29,7 +29,7 @@ def test_group_blocks_keeps_a_legacy_function_answer_and_a_leading_orphan_tool_m
 
 @pytest.mark.parametrize(
     ("turns", "split"),
-    [(0, 6), (None, 6), (1, 4), (2, 2), (3, 0), (9, 0)],
+    [(0, 5), (None, 5), (1, 4), (2, 2), (3, 0), (9, 0)],
 )
 def test_select_by_turn_count_keeps_whole_user_led_turns(turns: int | None, split: int) -> None:
     messages = conversation(3)
@@ -42,7 +42,7 @@ def test_select_by_tokens_keeps_the_longest_tail_of_whole_blocks_within_the_budg
     counter = CharCounter()
     messages = conversation(3)
     last_two = counter.count_messages(messages[-2:]) - counter.count_messages([])
-    for budget, split in [(last_two, 4), (last_two - 1, 5), (0, 6)]:
+    for budget, split in [(last_two, 4), (last_two - 1, 5), (0, 5)]:
         settings = make_settings(keep_recent_turns=None, keep_recent_tokens=budget)
         assert select(messages, settings=settings, counter=counter).split == split
 
@@ -60,12 +60,28 @@ def test_select_with_both_rules_keeps_the_floor_of_turns_even_over_the_aim() -> 
 
 
 @pytest.mark.parametrize("turns", [None, 0])
-def test_select_without_aim_or_floor_keeps_no_block(turns: int | None) -> None:
+def test_select_without_aim_or_floor_keeps_the_newest_block_only(turns: int | None) -> None:
     messages = conversation(3)
     settings = make_settings(keep_recent_turns=turns, keep_recent_tokens=None)
     selection = select(messages, settings=settings, counter=CharCounter())
-    assert selection.split == 6
-    assert selection.kept(len(messages)) == [0, 5]
+    assert selection.split == 5
+    assert selection.kept(len(messages)) == [0, 5, 6]
+    ending = messages[:-1]  # the newest block is the last user message, which stays anyway
+    assert select(ending, settings=settings, counter=CharCounter()).split == 5
+
+
+def test_select_keeps_the_newest_step_even_when_no_rule_keeps_it() -> None:
+    counter = CharCounter()
+    messages: list[Message] = [
+        {"role": "user", "content": "go"},
+        *tool_exchange(1),
+        *tool_exchange(2, calls=3),
+    ]
+    settings = make_settings(keep_recent_turns=0, keep_recent_tokens=1)
+    selection = select(messages, settings=settings, counter=counter)
+    assert selection.split == 2
+    assert selection.summarized() == [1, 2]
+    assert selection.kept(len(messages)) == [0, 3, 4, 5, 6]
 
 
 def test_select_never_cuts_inside_a_tool_pair() -> None:
@@ -74,8 +90,8 @@ def test_select_never_cuts_inside_a_tool_pair() -> None:
     answers_only = counter.count_messages(messages[2:]) - counter.count_messages([])
     settings = make_settings(keep_recent_turns=None, keep_recent_tokens=answers_only)
     selection = select(messages, settings=settings, counter=counter)
-    assert selection.split == 2  # the pair does not fit, so all of it is old
-    assert selection.summarized() == [1, 2, 3, 4]
+    assert selection.split == 1  # the pair does not fit, but it is the newest step: it stays
+    assert selection.summarized() == []
 
 
 def test_selection_keeps_the_last_user_message_and_system_messages_out_of_the_summary() -> None:
@@ -88,10 +104,10 @@ def test_selection_keeps_the_last_user_message_and_system_messages_out_of_the_su
     ]
     settings = make_settings(keep_recent_turns=None, keep_recent_tokens=0)
     selection = select(messages, settings=settings, counter=CharCounter())
-    assert selection.split == 3
+    assert selection.split == 2
     assert selection.last_user == 1
-    assert selection.summarized() == [2, 3, 5, 6]
-    assert selection.kept(len(messages)) == [0, 1, 4]
+    assert selection.summarized() == [2, 3]
+    assert selection.kept(len(messages)) == [0, 1, 4, 5, 6]
     assert selection.summarized(1) == []
 
 

@@ -5,7 +5,7 @@ the upstream received.
 - a tool loop is compacted once, and its compacted prefix is then sent byte for byte, turn after turn,
   never alternating with excerpts;
 - a long chat's compacted requests carry the user's early instructions verbatim, and the recalled
-  passage of an old paste when the latest question asks about it;
+  passage of an old paste, right before the latest question, when that question asks about it;
 - a client's own compaction turn is forwarded unchanged under the cliff.
 """
 
@@ -105,7 +105,9 @@ def test_a_tool_loop_is_compacted_once_and_its_prefix_reused_byte_for_byte(
     sent = [body["messages"] for body in main_requests(mock)[compressed[0] :]]
     reused = 0
     for before, after in itertools.pairwise(sent):
-        stable = before[:-1] if is_recall(before[-1]) else before  # the recall is this turn's alone
+        recalls = [n for n, message in enumerate(before) if is_recall(message)]
+        stable = before[: recalls[0]] if recalls else before  # the recall and what follows: this turn's
+        assert not is_recall(before[-1])
         summaries = [n for n, message in enumerate(before) if is_summary(message)]
         if sum(map(is_summary, after)) == len(summaries):
             assert orjson.dumps(after[: len(stable)]) == orjson.dumps(stable)  # byte for byte, appended to
@@ -136,8 +138,8 @@ def test_a_long_chat_keeps_the_users_words_and_recalls_an_old_paste_when_asked(
     assert compacted
     assert all(instruction in str(messages) for messages in compacted)  # pinned, verbatim
     asked = compacted[-1]
-    assert "TULIP-9931" in str(asked[-1]["content"])  # recalled, last
-    assert asked[-2]["content"] == turns[-1]
+    assert "TULIP-9931" in str(asked[-2]["content"]) and is_recall(asked[-2])  # recalled, before the question
+    assert asked[-1]["content"] == turns[-1]
 
 
 def test_a_clients_own_compaction_turn_is_forwarded_unchanged_under_the_cliff(

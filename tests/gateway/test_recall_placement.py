@@ -1,0 +1,210 @@
+"""A compacted tool loop with a recall, on each front (chat, Responses, Messages), through the gateway's own
+transforms (real compressors, a real Redis, the cheap model played by respx) and the front's adapter: the
+request still ends on the client's own newest step, the recall sits between the summary and that step,
+and it reads as the gateway's reference material, not as something the user said."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import redis.asyncio as aioredis
+import respx
+
+from gateway.config import GatewayConfig
+from gateway.messages.breakpoints import EPHEMERAL, count
+from gateway.messages.front import MESSAGES
+from gateway.planning import CHAT, Front
+from gateway.record import RequestRecord
+from gateway.responses.front import RESPONSES
+from gateway.runtime import build_runtime
+from gateway.transforms import CompressorTransforms
+from gateway.upstream import UpstreamPool
+from policies import Action, Facts
+from tests.factories import UPSTREAM, completion, make_config, shared_counter
+from tests.fixtures.haystack import ProseGenerator
+from tests.gateway.test_messages_front import SIGNATURE, assert_pairs_whole
+
+SUMMARY = "## User goal\nDeploy.\n## Confirmed conclusions\n- Files read.\n## Open todos\n- Deploy."
+FACT = "The staging vault password is ZEBRA-7731."
+QUERY = {"query": "staging vault password"}
+TASK = "Deploy the service to staging."
+STEPS = 16
+
+
+def outputs() -> list[str]:
+    prose = ProseGenerator(41)
+    found = [" ".join(prose.sentence() for _ in range(70)) for _ in range(STEPS)]
+    found[2] = f"{found[2]} {FACT} {' '.join(prose.sentence() for _ in range(10))}"
+    return found
+
+
+def arguments(step: int) -> dict[str, Any]:
+    return QUERY if step == STEPS - 1 else {"path": f"/src/m{step}.py"}
+
+
+def chat_body() -> dict[str, Any]:
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a deploying agent."},
+        {"role": "user", "content": TASK},
+    ]
+    for step, output in enumerate(outputs()):
+        call = {
+            "id": f"call_{step}",
+            "type": "function",
+            "function": {"name": "lookup", "arguments": orjson.dumps(arguments(step)).decode()},
+        }
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"call_{step}", "content": output})
+    return {"model": "gpt-5.4", "messages": messages}
+
+
+def responses_body() -> dict[str, Any]:
+    items: list[dict[str, Any]] = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": TASK}]}
+    ]
+    for step, output in enumerate(outputs()):
+        items.append({"type": "reasoning", "id": f"rs_{step}", "summary": [], "encrypted_content": "e"})
+        items.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{step}",
+                "call_id": f"call_{step}",
+                "name": "lookup",
+                "arguments": orjson.dumps(arguments(step)).decode(),
+            }
+        )
+        items.append({"type": "function_call_output", "call_id": f"call_{step}", "output": output})
+    return {"model": "gpt-5.4", "instructions": "You are a deploying agent.", "input": items}
+
+
+def messages_body() -> dict[str, Any]:
+    """Claude Code's shape: thinking before each call, text after each result in the same message."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
+    for step, output in enumerate(outputs()):
+        thinking = {"type": "thinking", "thinking": f"step {step}", "signature": SIGNATURE}
+        use = {"type": "tool_use", "id": f"toolu_{step}", "name": "lookup", "input": arguments(step)}
+        messages.append({"role": "assistant", "content": [thinking, use]})
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{step}", "content": output}
+        said = f"<system-reminder>step {step}</system-reminder>"
+        if step == STEPS - 1:  # the user's words typed while the tool ran, sent with its result
+            said = "Use the staging vault password from before."
+        messages.append({"role": "user", "content": [result, {"type": "text", "text": said}]})
+    messages[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}  # where Claude Code puts them
+    return {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 4096,
+        "system": [
+            {"type": "text", "text": "You are a deploying agent.", "cache_control": {"type": "ephemeral"}}
+        ],
+        "messages": messages,
+    }
+
+
+def config() -> dict[str, Any]:
+    found = make_config()
+    found["providers"]["anthropic"] = {"base_url": "http://anthropic.test/v1", "kind": "anthropic"}
+    found["models"]["claude-sonnet-4-5"] = {"provider": "anthropic", "context_window": 200_000}
+    band = {"warning_tokens": 20_000, "cliff_tokens": 40_000}
+    found["policies"] = {
+        "bands": {"claude-*": band, "gpt-5.4": band},
+        "default": {
+            "name": "default",
+            "compress": {
+                "cheap_model": "small",
+                "timing": "eager",
+                "keep_recent_turns": 0,
+                "keep_recent_tokens": 3_000,
+                "recall_tokens": 1_500,
+            },
+        },
+    }
+    return found
+
+
+def texts(entry: dict[str, Any]) -> str:
+    """The text of a message or a Responses message item."""
+    content = entry.get("content")
+    if isinstance(content, str):
+        return content
+    parts = content if isinstance(content, list) else []
+    return "\n".join(str(part.get("text", "")) for part in parts if isinstance(part, dict))
+
+
+def is_recall(entry: dict[str, Any]) -> bool:
+    return texts(entry).startswith("[Excerpts recalled by the gateway")
+
+
+def is_summary(entry: dict[str, Any]) -> bool:
+    return texts(entry).startswith("[Summary of the earlier conversation")
+
+
+def is_newest_call(entry: dict[str, Any]) -> bool:
+    """The assistant message or item that makes the loop's last call (the one looking for the fact)."""
+    if entry.get("type") == "function_call":
+        return entry["call_id"] == f"call_{STEPS - 1}"
+    if entry.get("role") != "assistant":
+        return False
+    calls = [call["id"] for call in entry.get("tool_calls") or ()]
+    blocks = (
+        [block.get("id") for block in entry["content"] if isinstance(block, dict)]
+        if isinstance(entry.get("content"), list)
+        else []
+    )
+    return f"call_{STEPS - 1}" in calls or f"toolu_{STEPS - 1}" in blocks
+
+
+FRONTS: dict[str, tuple[Front, Any, str]] = {
+    "chat": (CHAT, chat_body, "messages"),
+    "responses": (RESPONSES, responses_body, "input"),
+    "messages": (MESSAGES, messages_body, "messages"),
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("name", list(FRONTS))
+async def test_a_compacted_tool_loop_ends_on_the_clients_newest_step_with_the_recall_before_it(
+    name: str, redis_client: aioredis.Redis, tenant_name: str
+) -> None:
+    front, make_body, field = FRONTS[name]
+    router = respx.Router(assert_all_called=False)
+    router.post(f"{UPSTREAM}/chat/completions").mock(
+        return_value=httpx.Response(200, json=completion(SUMMARY, model="gpt-5.4-mini"))
+    )
+    runtime = build_runtime(GatewayConfig.model_validate(config()), counter=shared_counter())
+    pool = UpstreamPool(lambda _: httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler)))
+    transforms = CompressorTransforms(
+        runtime=runtime,
+        pool=pool,
+        redis=redis_client,
+        record=RequestRecord(request_id="r", endpoint=name),
+        retrievers={},
+    )
+    body = make_body()
+    tokens = front.count(runtime.counter, body["model"], body).total
+    assert 20_000 < tokens < 40_000
+    facts = Facts(tenant=tenant_name, model=body["model"], prompt_tokens=tokens)
+    decision = runtime.engine.decide(facts)
+    assert decision.transforms and decision.transforms[0] is Action.COMPRESS
+    compressed = await transforms.run(Action.COMPRESS, front.messages(body), decision, facts)
+    sent: list[dict[str, Any]] = front.rebuild(body, compressed)[field]
+
+    assert sent[-1] == body[field][-1]  # the client's newest output, last, as it sent it
+    [summary] = [n for n, entry in enumerate(sent) if is_summary(entry)]
+    [recall] = [n for n, entry in enumerate(sent) if is_recall(entry)]
+    [newest] = [n for n, entry in enumerate(sent) if is_newest_call(entry)]
+    assert summary < recall < newest < len(sent) - 1
+    assert FACT in texts(sent[recall]) and FACT not in str(sent[:recall])
+    assert "not a message from the user" in texts(sent[recall])
+    assert sent[recall]["role"] == "user"  # the least authority: it quotes old tool outputs
+    if front is MESSAGES:
+        assert_pairs_whole(sent)
+        rebuilt = front.rebuild(body, compressed)
+        assert count(rebuilt) <= 4
+        assert sent[summary]["content"][-1]["cache_control"] == EPHEMERAL
+        # the next request shares the prefix up to the message before the recall: cached there too
+        assert sent[recall - 1]["content"][-1]["cache_control"] == EPHEMERAL
+        assert sent[-1]["content"][-1]["cache_control"] == EPHEMERAL  # the client's own, kept
+        assert sent[recall - 1]["role"] == "user"  # merged with the results before it: no turn of its own
