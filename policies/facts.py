@@ -59,6 +59,8 @@ class CacheFacts:
     """How often the conversation's strategy changed from one to the other."""
     precompressed_usd: float = 0.0
     """What background pre-compression has spent on this conversation so far."""
+    mean_growth_tokens: int | None = None
+    """The conversation's growth per request averaged over its earlier requests (None: not known)."""
     branched: bool = False
     """The request does not extend the conversation's previous one (the client edited or dropped an
     earlier turn) after the gateway cut it: the history it resends was not kept in the provider's cache."""

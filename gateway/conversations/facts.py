@@ -29,6 +29,7 @@ def cache_facts(
             switches=state.switches,
             precompressed_usd=recalled.precompressed_nanos / 1e9,
             branched=branched,
+            mean_growth_tokens=state.mean_growth,
         )
     warm = previous.model == model and previous.warm_at(now_ms)
     return CacheFacts(
@@ -39,4 +40,5 @@ def cache_facts(
         switches=state.switches,
         precompressed_usd=recalled.precompressed_nanos / 1e9,
         branched=branched,
+        mean_growth_tokens=state.mean_growth,
     )

@@ -14,7 +14,7 @@ import time
 import anyio.to_thread
 
 from gateway.background import Background
-from gateway.conversations.state import ConversationState, carried
+from gateway.conversations.state import ConversationState, carried, mean_growth
 from gateway.conversations.store import ConversationStore, ShareUpdate
 from gateway.conversations.trace import ConversationTrace
 from gateway.record import RequestRecord
@@ -47,8 +47,10 @@ async def remember_state(store: ConversationStore, trace: ConversationTrace) -> 
 def _state(trace: ConversationTrace) -> ConversationState:
     """The new state; the strategy is carried through a forwarded request, and a change counted."""
     strategy, switches = carried(trace.before, trace.strategy)
+    client = trace.client_seen()
     return ConversationState(
-        client=trace.client_seen(),
+        client=client,
+        mean_growth=mean_growth(trace.before, client),
         sent=trace.sent_seen(),
         compacted=trace.compacted,
         strategy=strategy,

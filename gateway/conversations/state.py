@@ -41,6 +41,9 @@ class ConversationState:
     """How the gateway cut the conversation last (kept through requests it forwarded)."""
     switches: int = 0
     """How often that strategy changed in this conversation."""
+    mean_growth: int | None = None
+    """The conversation's growth per request, averaged (each new step weighs half): an agent alternates
+    large tool rounds with small user turns, so the last step alone misjudges how fast it grows."""
 
     def to_json(self) -> bytes:
         data: dict[str, Any] = {"c": _seen(self.client), "z": self.compacted}
@@ -50,6 +53,8 @@ class ConversationState:
             data["g"] = self.strategy.value
         if self.switches:
             data["w"] = self.switches
+        if self.mean_growth is not None:
+            data["a"] = self.mean_growth
         return orjson.dumps(data)
 
     @classmethod
@@ -64,6 +69,7 @@ class ConversationState:
                 compacted=data.get("z") is True,
                 strategy=Strategy(data["g"]) if "g" in data else None,
                 switches=int(data.get("w", 0)),
+                mean_growth=int(data["a"]) if "a" in data else None,
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             return None
@@ -77,6 +83,17 @@ def carried(before: ConversationState | None, strategy: Strategy | None) -> tupl
     if strategy is None or before.strategy is None:
         return strategy or before.strategy, before.switches
     return strategy, before.switches + (strategy is not before.strategy)
+
+
+def mean_growth(before: ConversationState | None, client: Seen) -> int | None:
+    """The averaged growth per request after ``client`` (None: no earlier request on the same model, or
+    one the conversation did not grow from)."""
+    if before is None or before.client.model != client.model:
+        return None
+    growth = client.chain.tokens[-1] - before.client.chain.tokens[-1]
+    if growth < 0:
+        return before.mean_growth
+    return growth if before.mean_growth is None else (before.mean_growth + growth) // 2
 
 
 def _seen(seen: Seen) -> dict[str, Any]:

@@ -10,9 +10,10 @@ timing's default), a warm conversation that grows turn after turn is compacted b
 - from the point where a compacted one would be extended (``policies.reuse``: the economic order
   quantity of the rewrite against the pile's cached price), never below the compaction target;
 - when it pays within the turns the conversation can be expected to go on before its warning line (at
-  most as many as it has had, at the growth observed): the compacted request uncached and the summary
-  calls, against forwarding it with its cache, plus the cached price of the pile those turns no longer
-  resend.
+  most as many as it has had, at the growth observed: the larger of its last step and its mean step, so
+  that an agent's small user turn between large tool rounds does not pass for slow growth): the
+  compacted request uncached and the summary calls, against forwarding it with its cache, plus the
+  cached price of the pile those turns no longer resend.
 
 A conversation the gateway compacted keeps its compaction below the line too (its summary prefix is the
 one the provider caches; forwarding the client's history would resend all of it uncached), so one
@@ -59,9 +60,12 @@ def early_compaction(context: Context) -> Decision | None:
 def pays_early(context: Context, cache: CacheFacts) -> tuple[bool, str]:
     """Whether compacting this warm, growing request now costs less than forwarding it over the turns
     it can be expected to go on below its warning line; and the comparison (USD)."""
-    growth, tokens = cache.growth_tokens, context.facts.prompt_tokens
-    if not growth or growth <= 0:
+    tokens = context.facts.prompt_tokens
+    if not cache.growth_tokens or cache.growth_tokens <= 0:
         return False, "growth unknown"
+    # an agent's small user turn between large tool rounds says little of how fast it grows
+    growth = max(cache.growth_tokens, cache.mean_growth_tokens or 0)
+    cache = replace(cache, growth_tokens=growth)
     settings, bands = context.compress, context.bands
     model = context.model_facts.get(bands.model)
     point = reuse_limit(settings, bands, model, cache)

@@ -19,7 +19,7 @@ from gateway.conversations.counterfactual import (
 )
 from gateway.conversations.facts import cache_facts
 from gateway.conversations.fingerprint import Chain, anchor_of, chain_of
-from gateway.conversations.state import ConversationState, Seen, carried
+from gateway.conversations.state import ConversationState, Seen, carried, mean_growth
 from gateway.conversations.store import SHARE_MIN_INPUT, ConversationStore, Recalled, ShareUpdate
 from gateway.pricing import price
 from gateway.types import Usage
@@ -172,6 +172,20 @@ async def test_store_adds_up_what_pre_compression_spent_per_conversation(
         Recalled(state, None, precompressed_nanos=75_000_000), chain_, model="gpt-5.4", cache=CACHE, now_ms=2
     )
     assert facts is not None and facts.precompressed_usd == pytest.approx(0.075)
+
+
+def test_state_averages_the_growth_per_request() -> None:
+    def at(tokens: int, model: str = "gpt-5.4") -> Seen:
+        return Seen(model, 1, 3600.0, Chain(b"\0" * 8, (tokens,)))
+
+    first = ConversationState(client=at(40_000))
+    assert mean_growth(None, at(80_000)) is None
+    assert mean_growth(first, at(80_000)) == 40_000
+    grown = ConversationState(client=at(80_000), mean_growth=40_000)
+    assert mean_growth(grown, at(80_500)) == 20_250  # a small user turn weighs half
+    assert mean_growth(grown, at(60_000)) == 40_000  # shrunk (a branch): unchanged
+    assert mean_growth(grown, at(90_000, model="gpt-5.5")) is None
+    assert ConversationState.from_json(grown.to_json()) == grown
 
 
 def test_a_request_that_does_not_extend_a_cut_conversation_is_a_branch() -> None:

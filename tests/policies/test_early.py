@@ -106,3 +106,13 @@ def test_an_early_compaction_that_fails_forwards_the_request_as_received() -> No
     failed = engine.after_failure(decision, facts, reason="the cheap model is down")
     assert (failed.action, failed.transforms, failed.tokens) == (F, (), 104_000)
     assert any("sent as it stands" in warning for warning in failed.warnings)
+
+
+def test_an_agent_is_judged_by_its_mean_growth_not_its_last_small_turn() -> None:
+    """A tool loop adds ~40K a round and a few hundred tokens with each user turn: after such a turn, at
+    82K, its last step says nothing of how fast it grows."""
+    small_turn = CacheFacts(warm=True, cached_tokens=81_500, growth_tokens=500)
+    assert decide(82_000, small_turn).action is C  # judged on the small step alone
+    agent = CacheFacts(warm=True, cached_tokens=81_500, growth_tokens=500, mean_growth_tokens=40_000)
+    decision = decide(82_000, agent)
+    assert decision.action is F
