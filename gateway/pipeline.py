@@ -36,7 +36,7 @@ from gateway.experiments.answer import answer_of
 from gateway.experiments.live import Experiments
 from gateway.experiments.trouble import ErrorCount
 from gateway.ledger import Budgets
-from gateway.metering import LedgerRecorder
+from gateway.metering import LedgerRecorder, cost_of
 from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat, planned_body
 from gateway.record import NO_ACTION, Observer, RequestRecord, notify, notify_soon
 from gateway.reload import ConfigStore
@@ -301,8 +301,18 @@ class Pipeline:
         )
         side.requested_model = record.requested_model
         transforms = self.transforms_for(runtime, side)
+        tenant, looked = record.tenant.name, record.looked
+
+        async def precompress() -> None:
+            try:
+                await transforms.precompute(plan.messages(), decision, tenant)
+            finally:  # what it spent counts against the conversation's cap, failed or not
+                spent = side_calls_nanos(runtime, side)
+                if spent and looked is not None:
+                    await self.conversations.add_precompressed(tenant, looked.anchor, spent)
+
         self.background.spawn(
-            transforms.precompute(plan.messages(), decision, record.tenant.name),
+            precompress(),
             name="precompress",
             then=lambda: notify(self.observers, side) if side.side_calls else None,
         )
@@ -400,3 +410,12 @@ def now_ms() -> int:
 def _include_usage(body: Mapping[str, Any]) -> bool:
     options = body.get("stream_options")
     return isinstance(options, dict) and options.get("include_usage") is True
+
+
+def side_calls_nanos(runtime: Runtime, record: RequestRecord) -> int:
+    """What a record's side calls cost, at the prices of the models that answered them."""
+    costs = (
+        cost_of(call.usage, runtime.config, call.model) if call.usage is not None else None
+        for call in record.side_calls
+    )
+    return sum(cost.total_nanos for cost in costs if cost is not None)

@@ -186,8 +186,10 @@ async def plan_chat(
     ``confirm``, or no answer) is decided at the top of its error band, and so is a transformed request's
     estimate near a line: an undercount never crosses a line.
     ``conversation``: the cache state of the request's conversation, asked for a request counted at or
-    above the warning line (the engine decides the warning band with it). ``rejected``: told of the plan
-    (its decision a rejection, its prompt counted) before the rejection is raised as the error to answer.
+    above the line from which the engine weighs it (``conversation_from``: the warning line, or lower
+    for a policy that compacts a growing conversation early); such a request is counted exactly first.
+    ``rejected``: told of the plan (its decision a rejection, its prompt counted) before the rejection is
+    raised as the error to answer.
     """
     engine, counter = runtime.engine, runtime.counter
     bands = engine.bands.get(model)
@@ -195,6 +197,7 @@ async def plan_chat(
         await admit(front.upper_bound(counter, model, body, body_len), None)
         return Plan(decision=None, body=body, front=front)
     plan = Plan(decision=None, body=body, front=front)
+    weigh_from = engine.conversation_from(model) or bands.warning
     estimated = plan.estimated = estimated_counts(front, counter, model)
     if body_len <= INLINE_COUNT_BYTES:
         plan.count = front.count(counter, model, body)
@@ -203,7 +206,7 @@ async def plan_chat(
         bound = front.upper_bound(counter, model, body, body_len)
         extra = stored.tokens if stored is not None else 0
         # an estimate's error is under itself (``confirm_within_ratio`` < 1): twice the bound covers it
-        if bound * (2 if estimated else 1) + extra < bands.warning:
+        if bound * (2 if estimated else 1) + extra < weigh_from:
             tokens = bound
             plan._pending = asyncio.ensure_future(anyio.to_thread.run_sync(front.count, counter, model, body))
         else:
@@ -213,7 +216,7 @@ async def plan_chat(
         plan.received_tokens = plan.count.total
     tenant_config = runtime.config.tenants.get(tenant)
     cache, instruction = None, None
-    if plan.count is not None and stored is None and tokens >= bands.warning:
+    if plan.count is not None and stored is None and tokens >= weigh_from:
         instruction = latest_instruction(front.messages(body))
         cache = await conversation(plan.count) if conversation is not None else None
     facts = Facts(

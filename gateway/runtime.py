@@ -73,6 +73,13 @@ def model_facts(config: GatewayConfig) -> dict[str, ModelFacts]:
             cached_input_price=float(model.pricing.cached_input)
             if model.pricing and model.pricing.cached_input is not None
             else None,
+            output_price=float(model.pricing.output) if model.pricing else None,
+            tier_input_multiplier=float(model.pricing.tiers[0].input_multiplier)
+            if model.pricing and model.pricing.tiers
+            else 1.0,
+            tier_cached_multiplier=float(model.pricing.tiers[0].cached_input_multiplier)
+            if model.pricing and model.pricing.tiers
+            else 1.0,
         )
         for name, model in config.models.items()
         if model.kind == "chat"

@@ -11,7 +11,8 @@ from policies.bands import Band, ModelBands
 from policies.decision import Action, Decision, Rejection
 from policies.facts import Facts, ModelFacts
 from policies.policy import Policy
-from policies.reuse import reuse_limit
+from policies.prices import prices_of
+from policies.reuse import compacted_size, reuse_limit
 from policies.settings import CompressSettings, RetrieveSettings
 
 
@@ -47,6 +48,19 @@ class Context:
     def retrieve(self) -> RetrieveSettings:
         return self.policy.retrieve[self.bands.model]
 
+    def precompress_fits(self) -> bool:
+        """Whether preparing this request's summary in the background keeps the conversation's
+        pre-compression spend within ``compress.precompress_max_usd`` (the summary priced at the cheap
+        model's prices; unpriced, only what was spent already is weighed)."""
+        cap = self.compress.precompress_max_usd
+        if cap is None:
+            return True
+        cache = self.facts.cache
+        spent = cache.precompressed_usd if cache is not None else 0.0
+        prices = prices_of(self.model_facts, self.bands.model, self.compress.cheap_model)
+        summary = prices.summary(self.tokens - compacted_size(self.compress)) if prices is not None else 0.0
+        return spent + summary <= cap
+
     def warned(self, warning: str) -> Context:
         return replace(self, warnings=(*self.warnings, warning))
 
@@ -62,7 +76,8 @@ class Context:
         target = target or self.bands
         sends = not transforms and rejection is None
         above = sends and self.tokens > target.cliff
-        precompress_at = self.compress.precompress_at
+        at = self.compress.precompress_at
+        precompress = action is Action.FORWARD and at is not None and self.tokens >= at
         return Decision(
             action=action,
             model=target.model,
@@ -78,9 +93,7 @@ class Context:
             allow_over_cliff=self.policy.allow_over_cliff,
             on_exhausted=self.policy.on_exhausted,
             above_cliff=above,
-            precompress=(
-                action is Action.FORWARD and precompress_at is not None and self.tokens >= precompress_at
-            ),
+            precompress=precompress and self.precompress_fits(),
             rejection=rejection,
             margin=self.policy.margin,
         )

@@ -84,7 +84,11 @@ def _detail(
     compress = policy.compress[bands.model]
     retrieve = policy.retrieve[bands.model]
     if action is Action.FORWARD:
-        return "unchanged, billed at the higher tier" if span[0] > bands.cliff else "unchanged"
+        if span[0] > bands.cliff:
+            return "unchanged, billed at the higher tier"
+        if span[0] < bands.warning and compress.compact_early:
+            return "unchanged; a warm, growing conversation compacted once that pays, then kept compacted"
+        return "unchanged"
     if action is Action.COMPRESS:
         when = (
             "while the cache is warm: forwarded, summary prepared; then "

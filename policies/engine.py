@@ -78,6 +78,20 @@ class PolicyEngine:
         """The bands of every model in the table (e.g. to skip exact counting below the warning line)."""
         return self._bands
 
+    def conversation_from(self, model: str) -> int | None:
+        """The fewest prompt tokens at which a decision for ``model`` weighs its conversation's cache
+        state: its warning line, or the smallest compaction target of a policy that compacts early
+        (``compress.compact_early``); None for a model not in the table."""
+        bands = self._bands.get(model)
+        if bands is None:
+            return None
+        early = [
+            policy.compress[model].target_tokens
+            for policy in self._policies
+            if model in policy.compress and policy.compress[model].compact_early
+        ]
+        return min([bands.warning, *early])
+
     @property
     def policies(self) -> tuple[Policy, ...]:
         """The compiled policies in matching order, the default last."""
@@ -98,6 +112,8 @@ class PolicyEngine:
         warnings: list[str] = []
         if facts.prompt_tokens >= bands.warning:
             warnings.append(notices.line_reached(bands, facts.prompt_tokens))
+        if facts.cache is not None and facts.cache.branched:
+            warnings.append(notices.branched_after_cut())
         passthrough = _passthrough(facts, warnings)
         context = Context(
             facts=facts,

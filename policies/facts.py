@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from types import MappingProxyType
 
 _NO_HEADERS: Mapping[str, str] = MappingProxyType({})
@@ -22,6 +23,21 @@ class ModelFacts:
     """USD per million input tokens (below any tier); None: the model has no prices."""
     cached_input_price: float | None = None
     """USD per million cached input tokens; None: cached tokens cost the input price."""
+    output_price: float | None = None
+    """USD per million output tokens (a summary the cheap model writes); None: not priced."""
+    tier_input_multiplier: float = 1.0
+    """The first tier's multiplier of the input price (an input above ``tier_threshold``)."""
+    tier_cached_multiplier: float = 1.0
+    """The first tier's multiplier of the cached input price."""
+
+
+class Strategy(StrEnum):
+    """How the gateway last cut a conversation (what it is, never its text)."""
+
+    COMPRESS = "compress"
+    """Compacted: a summary prefix, excerpts of documents or not after it."""
+    RETRIEVE = "retrieve"
+    """Excerpted only: relevant chunks of its documents, no summary."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,6 +52,18 @@ class CacheFacts:
     """Tokens the conversation grew by since its previous request; None: not known."""
     compacted: bool = False
     """The gateway sent this conversation compacted last time (its summary is the prefix in use)."""
+    strategy: Strategy | None = None
+    """How the gateway last cut this conversation, warm or not (a forwarded request keeps what the
+    conversation had); None: never cut."""
+    switches: int = 0
+    """How often the conversation's strategy changed from one to the other."""
+    precompressed_usd: float = 0.0
+    """What background pre-compression has spent on this conversation so far."""
+    mean_growth_tokens: int | None = None
+    """The conversation's growth per request averaged over its earlier requests (None: not known)."""
+    branched: bool = False
+    """The request does not extend the conversation's previous one (the client edited or dropped an
+    earlier turn) after the gateway cut it: the history it resends was not kept in the provider's cache."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -47,6 +47,14 @@ def above_cliff(bands: ModelBands, tokens: int, why: str = "allow_over_cliff") -
 
 
 @header_value
+def branched_after_cut() -> str:
+    return (
+        "this request branches from an earlier turn of a conversation the gateway cut: the history it "
+        "resends was not kept in the provider's cache and is billed uncached"
+    )
+
+
+@header_value
 def observe_only(policy: str, proposed: Action) -> str:
     return f"observe mode: policy {policy} would {proposed}; forwarded unchanged"
 

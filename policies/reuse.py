@@ -15,10 +15,8 @@ import math
 
 from policies.bands import ModelBands
 from policies.facts import CacheFacts, ModelFacts
+from policies.prices import SUMMARY_ALLOWANCE
 from policies.settings import CompressSettings, Timing
-
-SUMMARY_ALLOWANCE = 4_000
-"""Tokens a compaction's summary text is assumed to take (the compressor's summary_max_tokens)."""
 
 
 def compacted_size(settings: CompressSettings) -> int:

@@ -115,7 +115,14 @@ class CompressConfig(_Strict):
     )
     target_tokens: int | None = Field(default=None, gt=0, description="default: by target_ratio")
     target_ratio: float | None = Field(default=None, gt=0, lt=1, description="default 0.3")
+    compact_early: bool = Field(
+        default=True,
+        description="deferred: compact a warm, growing conversation below the warning line once that pays",
+    )
     precompress_at: int | None = Field(default=None, gt=0)
+    precompress_max_usd: float | None = Field(
+        default=0.5, ge=0, description="what pre-compression may spend per conversation; null: no cap"
+    )
     chunk_tokens: int | None = Field(default=None, gt=0)
     pinned_tokens: int = Field(default=8_000, ge=0, description="the user's own words kept verbatim")
     pin_max_tokens: int = Field(default=1_000, gt=0, description="longer user messages: their own words only")

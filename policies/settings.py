@@ -74,6 +74,11 @@ class CompressSettings:
     """Budget for excerpts of the summarised turns recalled for the latest question (0: none)."""
     client_compaction: tuple[str, ...] = ()
     """Phrases (lower case) that mark a client's own request to summarise the conversation."""
+    precompress_max_usd: float | None = None
+    """What background pre-compression may spend on one conversation (USD); None: no cap."""
+    compact_early: bool = False
+    """Deferred timing: a warm conversation growing turn after turn is compacted below the warning line
+    once its pile pays for the rewrite (``actions.early``); a compacted one keeps its compaction there."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -5,7 +5,9 @@ For a request: select the old blocks (``selection``); name every prefix of them 
 longest prefix with a cached compaction (``store``). While that compaction, laid out with everything
 after its prefix (``compaction.lay_out``), counts at most ``reuse_tokens``, it is sent as it is: no
 cheap-model call, the same bytes up to where the request grows, turn after turn, so the provider's
-prompt cache keeps serving them. Only past ``reuse_tokens`` is a new compaction written, once across
+prompt cache keeps serving them. Past it with nothing older to summarise (an agent's current turn
+piling up tool outputs), the summary stays and the verbatim part's oldest tool outputs are cut anew by
+the cap. Otherwise only past ``reuse_tokens`` is a new compaction written, once across
 concurrent requests (single flight), aimed at ``target_tokens``: a part appended after the cached ones
 (or the first part, or a roll-up; see ``compaction``), with the tool outputs over the cap excerpted;
 when what the selection keeps verbatim is over the target even so, the split moves later
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -154,9 +156,10 @@ class SummarizeOldTurns:
         if cached is not None:
             view = await self._lay_out(messages, selection, cached, settings)
             if view.replaced:
-                nothing_newer = not selection.summarized(start=cached.blocks)
-                if nothing_newer or view.tokens <= settings.reuse_limit:
+                if view.tokens <= settings.reuse_limit:
                     return _Compacted(view, cached.blocks, reused=True, cache_hit=True, calls_made=0)
+                if not selection.summarized(start=cached.blocks):  # nothing newer to summarise
+                    return await self._recut(messages, selection, settings, hashes, store, cached, view)
                 base = cached
         excerpted, kept_tokens = await asyncio.to_thread(
             partial(compaction.verbatim, settings=settings, counter=self._counter), messages, selection, base
@@ -182,6 +185,30 @@ class SummarizeOldTurns:
             calls_made=calls_made,
             over_target=over,
         )
+
+    async def _recut(
+        self,
+        messages: Sequence[Message],
+        selection: Selection,
+        settings: SummarySettings,
+        hashes: Sequence[str],
+        store: SummaryStore,
+        cached: CachedSummary,
+        view: View,
+    ) -> _Compacted:
+        """The cached compaction over the reuse limit with nothing older left to summarise (an agent's
+        current turn piling up tool outputs after it): its summary kept, the verbatim part's oldest tool
+        outputs cut anew by the cap, then held to the target like a new compaction. No cheap call, and
+        the conversation stays compacted rather than switching to excerpts of its documents. When the cap
+        cuts nothing more, it stays the reused compaction (and the reuse limit applies)."""
+        verbatim = partial(compaction.verbatim, settings=settings, counter=self._counter)
+        recut, _ = await asyncio.to_thread(verbatim, messages, selection, cached)
+        if recut == cached.excerpted:
+            return _Compacted(view, cached.blocks, reused=True, cache_hit=True, calls_made=0)
+        summary = replace(cached, excerpted=recut)
+        await store.save(hashes, summary)
+        view = await self._lay_out(messages, selection, summary, settings)
+        return _Compacted(view, summary.blocks, reused=False, cache_hit=True, calls_made=0)
 
     async def _write(
         self,

@@ -14,7 +14,7 @@ import time
 import anyio.to_thread
 
 from gateway.background import Background
-from gateway.conversations.state import ConversationState
+from gateway.conversations.state import ConversationState, carried, mean_growth
 from gateway.conversations.store import ConversationStore, ShareUpdate
 from gateway.conversations.trace import ConversationTrace
 from gateway.record import RequestRecord
@@ -45,7 +45,17 @@ async def remember_state(store: ConversationStore, trace: ConversationTrace) -> 
 
 
 def _state(trace: ConversationTrace) -> ConversationState:
-    return ConversationState(client=trace.client_seen(), sent=trace.sent_seen(), compacted=trace.compacted)
+    """The new state; the strategy is carried through a forwarded request, and a change counted."""
+    strategy, switches = carried(trace.before, trace.strategy)
+    client = trace.client_seen()
+    return ConversationState(
+        client=client,
+        mean_growth=mean_growth(trace.before, client),
+        sent=trace.sent_seen(),
+        compacted=trace.compacted,
+        strategy=strategy,
+        switches=switches,
+    )
 
 
 class ConversationRecorder:

@@ -60,4 +60,5 @@ async def remember_request(
         return
     if record.looked is not None:
         trace.adopt(record.looked.chain)
+        trace.before = record.looked.recalled.state
     await remember_state(conversations, trace)

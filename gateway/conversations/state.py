@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from gateway.conversations.fingerprint import Chain
+from policies.facts import Strategy
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,11 +37,24 @@ class ConversationState:
     """What the gateway sent, when it was not the client's request as is."""
     compacted: bool = False
     """What was sent was compacted (a summary in use), not only excerpted."""
+    strategy: Strategy | None = None
+    """How the gateway cut the conversation last (kept through requests it forwarded)."""
+    switches: int = 0
+    """How often that strategy changed in this conversation."""
+    mean_growth: int | None = None
+    """The conversation's growth per request, averaged (each new step weighs half): an agent alternates
+    large tool rounds with small user turns, so the last step alone misjudges how fast it grows."""
 
     def to_json(self) -> bytes:
         data: dict[str, Any] = {"c": _seen(self.client), "z": self.compacted}
         if self.sent is not None:
             data["s"] = _seen(self.sent)
+        if self.strategy is not None:
+            data["g"] = self.strategy.value
+        if self.switches:
+            data["w"] = self.switches
+        if self.mean_growth is not None:
+            data["a"] = self.mean_growth
         return orjson.dumps(data)
 
     @classmethod
@@ -53,9 +67,33 @@ class ConversationState:
                 client=_parse(data["c"]),
                 sent=_parse(sent) if isinstance(sent, dict) else None,
                 compacted=data.get("z") is True,
+                strategy=Strategy(data["g"]) if "g" in data else None,
+                switches=int(data.get("w", 0)),
+                mean_growth=int(data["a"]) if "a" in data else None,
             )
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
             return None
+
+
+def carried(before: ConversationState | None, strategy: Strategy | None) -> tuple[Strategy | None, int]:
+    """The strategy and switches a conversation's new state records, ``strategy`` being how this request
+    was cut (None: forwarded, and the conversation keeps the strategy it had); a change is counted."""
+    if before is None:
+        return strategy, 0
+    if strategy is None or before.strategy is None:
+        return strategy or before.strategy, before.switches
+    return strategy, before.switches + (strategy is not before.strategy)
+
+
+def mean_growth(before: ConversationState | None, client: Seen) -> int | None:
+    """The averaged growth per request after ``client`` (None: no earlier request on the same model, or
+    one the conversation did not grow from)."""
+    if before is None or before.client.model != client.model:
+        return None
+    growth = client.chain.tokens[-1] - before.client.chain.tokens[-1]
+    if growth < 0:
+        return before.mean_growth
+    return growth if before.mean_growth is None else (before.mean_growth + growth) // 2
 
 
 def _seen(seen: Seen) -> dict[str, Any]:

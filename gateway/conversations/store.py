@@ -4,6 +4,9 @@
   cache's retention (what it describes is gone from the provider by then);
 - ``<prefix>:{tenant}:convs``: the tenant's conversations by last use; past ``max_per_tenant`` the oldest
   are dropped with their state, so a tenant's share of Redis is bounded;
+- ``<prefix>:{tenant}:precompressed:<anchor>``: what background pre-compression has spent on the
+  conversation (nano-USD), kept ``PRECOMPRESSED_TTL_SECONDS`` after its last addition: the policy caps it
+  (``compress.precompress_max_usd``);
 - ``<prefix>:{tenant}:open:<model>:<opening>``: the tokens of a prompt's opening prefix (tools, system
   prompt: ``fingerprint.opening_of``) that went to the model, expiring with the cache's retention: what an
   unknown conversation opening the same way shares with the requests the provider still holds;
@@ -36,6 +39,7 @@ TIMEOUT_SECONDS = 0.25
 RETRY_PAUSES = (0.25, 1.0, 2.0)
 """Pauses before each new try of a failed write."""
 SHARE_TTL_SECONDS = 7 * 24 * 3600
+PRECOMPRESSED_TTL_SECONDS = 24 * 3600
 SHARE_MIN_INPUT = 100_000
 """Input tokens the tenant's unchanged requests must add up to before their cached share is trusted."""
 
@@ -67,6 +71,8 @@ class Recalled:
     opening_tokens: int | None = None
     """Tokens of the request's opening prefix that went to the model within the retention (asked only
     when the conversation itself is unknown)."""
+    precompressed_nanos: int = 0
+    """What background pre-compression has spent on the conversation."""
 
 
 UNAVAILABLE = Recalled(None, None, available=False)
@@ -118,15 +124,31 @@ class ConversationStore:
                 async with self._redis.pipeline(transaction=False) as pipe:
                     pipe.get(state_prefix + anchor)
                     pipe.hmget(share_key, [f"{model}:in", f"{model}:cached"])
+                    pipe.get(self._precompressed_key(tenant, anchor))
                     if opening is not None:
                         pipe.get(self._opening_key(tenant, model, opening))
-                    raw, (fed, cached), *opened = await pipe.execute()
+                    raw, (fed, cached), spent, *opened = await pipe.execute()
         except (RedisError, OSError, TimeoutError) as exc:
             self._log.warning("conversation_state_unavailable", error=type(exc).__name__)
             return UNAVAILABLE
         state = ConversationState.from_json(raw) if raw is not None else None
         held = integer(opened[0]) if opened and opened[0] is not None else None
-        return Recalled(state, _share(fed, cached), opening_tokens=held)
+        return Recalled(state, _share(fed, cached), opening_tokens=held, precompressed_nanos=integer(spent))
+
+    def _precompressed_key(self, tenant: str, anchor: str) -> str:
+        return f"{self._prefix}:{{{tenant}}}:precompressed:{anchor}"
+
+    async def add_precompressed(self, tenant: str, anchor: str, nanos: int) -> None:
+        """Add what one background pre-compression spent to its conversation's total."""
+        key = self._precompressed_key(tenant, anchor)
+
+        async def add() -> None:
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.incrby(key, nanos)
+                pipe.expire(key, PRECOMPRESSED_TTL_SECONDS)
+                await pipelined.execute_checked(pipe)
+
+        await self._write(add, what="precompressed")
 
     async def remember(
         self,

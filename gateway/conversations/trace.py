@@ -15,13 +15,14 @@ from typing import Any
 
 from gateway.config import GatewayConfig, PromptCacheConfig, prompt_cache_of
 from gateway.conversations.fingerprint import Breakpoint, Chain, Opening, anchor_of, chain_of, opening_of
-from gateway.conversations.state import Seen
+from gateway.conversations.state import ConversationState, Seen
 from gateway.messages.breakpoints import ttls
 from gateway.messages.view import BREAKPOINTS
 from gateway.planning import Front, Plan
 from gateway.responses.counting import countable
 from gateway.tokens.counter import TokenCount
 from policies import Action
+from policies.facts import Strategy
 
 EXTENDED_RETENTION = "24h"
 
@@ -94,6 +95,11 @@ class ConversationTrace:
     """What went upstream, when the gateway rewrote it."""
     compacted: bool = False
     """The rewrite included a summary (not only excerpts)."""
+    strategy: Strategy | None = None
+    """How the gateway cut this request (``compress`` when a summary went, else ``retrieve``); None:
+    forwarded as received."""
+    before: ConversationState | None = None
+    """The conversation's state as read for this request, when it was (its strategy and switches)."""
     memory_seconds: float = 0.0
     """The state is kept at least this long (``limits.conversation_memory_seconds``), past the retention."""
     _chains: dict[str, Chain] = field(default_factory=dict)
@@ -160,5 +166,13 @@ def trace_of(
         received=Prompt(plan.front, body, count),
         sent=sent,
         compacted=sent is not None and Action.COMPRESS in plan.decision.applied,
+        strategy=strategy_of(plan.decision.applied) if sent is not None else None,
         memory_seconds=config.limits.conversation_memory_seconds,
     )
+
+
+def strategy_of(applied: tuple[Action, ...]) -> Strategy | None:
+    """The strategy the transforms a request went through amount to."""
+    if Action.COMPRESS in applied:
+        return Strategy.COMPRESS
+    return Strategy.RETRIEVE if Action.RETRIEVE in applied else None

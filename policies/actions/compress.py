@@ -8,11 +8,14 @@ away, so while the request stays under the cliff:
   everything it is asked to summarise);
 - a conversation already compacted keeps its compacted prefix (the compressor reuses it byte for byte);
 - a conversation whose cache is warm is compressed now only when that pays (``pays_now``): the compacted
-  request, all uncached, plus the cheap model reading the prompt, against forwarding it with its cache
-  plus what the turns left before the cliff (at the growth observed) save on a smaller history;
+  request, all uncached, plus the cheap calls (reading what they summarise, writing their summaries),
+  against forwarding it with its cache plus what the turns left before the cliff (at the growth
+  observed) save on a smaller history;
 - otherwise it is forwarded unchanged, with the warning, and its summary is prepared in the background
-  from when the next turn would cross the cliff (always when the growth is unknown), so that the crossing
-  finds it ready;
+  when the next turn, at the growth observed, would cross the cliff (so that the crossing finds it
+  ready) and the conversation's pre-compression spend stays within ``compress.precompress_max_usd``;
+  never on a guess (unknown growth: a branch, another model), since a prepared summary is spent whether
+  or not the crossing comes;
 - a conversation whose cache has gone cold (idle past the retention), or that the gateway does not know,
   is compressed now: the rewrite costs nothing the cache would have saved.
 
@@ -28,6 +31,7 @@ from policies.bands import Band
 from policies.context import Context
 from policies.decision import Action, Decision
 from policies.facts import CacheFacts
+from policies.prices import prices_of
 from policies.reuse import compacted_size
 from policies.settings import Timing
 
@@ -55,27 +59,29 @@ class CompressOldTurns:
 
 def pays_now(context: Context, cache: CacheFacts) -> tuple[bool, str]:
     """Whether compressing this warm request costs less than forwarding it, counting the cheaper history
-    of the turns left before the cliff; and the comparison, for the reason (USD per request)."""
-    model = context.model_facts.get(context.bands.model)
-    if model is None or model.input_price is None:
+    of the turns left before the cliff; and the comparison, for the reason (USD per request).
+
+    The compression is the compacted request, uncached, and the cheap calls that summarise the rest
+    (reading it and writing a summary per call, ``policies.prices``). When the next turn would cross the
+    cliff, forwarding spends them too (the summary is prepared for the crossing): they are then counted
+    on both sides, and shown."""
+    prices = prices_of(context.model_facts, context.bands.model, context.compress.cheap_model)
+    if prices is None:
         return False, "no prices"
-    price = model.input_price / 1e6
-    cached_price = (
-        model.cached_input_price if model.cached_input_price is not None else model.input_price
-    ) / 1e6
-    cheap = context.model_facts.get(context.compress.cheap_model or context.bands.model)
-    cheap_price = (cheap.input_price if cheap is not None and cheap.input_price is not None else 0.0) / 1e6
-    tokens, cached = context.facts.prompt_tokens, min(cache.cached_tokens, context.facts.prompt_tokens)
+    tokens = context.facts.prompt_tokens
     size = compacted_size(context.compress)
-    forward = (tokens - cached) * price + cached * cached_price
+    forward = prices.sent(tokens, cache.cached_tokens)
     growth = cache.growth_tokens
     turns = max(0, (context.bands.cliff - tokens) // growth) if growth else 0
-    # when the next turn would cross, forwarding prepares the summary now anyway: its cost is not extra
-    summary = 0.0 if _crossing(context, cache) else tokens * cheap_price
-    compress = size * price + summary
-    later = turns * max(0, tokens - size) * cached_price
+    summary = prices.summary(tokens - size)
+    compress = prices.sent(size) + summary
+    if _crossing(context, cache):
+        forward += summary
+    later = turns * max(0, tokens - size) * prices.cached
     comparison = (
-        f"forward ${forward:.4f}, compress ${compress:.4f}, {max(0, turns)} later turns save ${later:.4f}"
+        f"forward ${forward:.4f}, compress ${compress:.4f} with summary calls of ${summary:.4f}"
+        f"{' (spent either way: the next turn crosses)' if _crossing(context, cache) else ''}, "
+        f"{max(0, turns)} later turns save ${later:.4f}"
     )
     return compress <= forward + later, comparison
 
@@ -92,12 +98,14 @@ def _deferred(context: Context) -> Decision | None:
     pays, _ = pays_now(context, cache)
     if pays:
         return None
-    crossing = _crossing(context, cache)
     forward = context.decision(Action.FORWARD)
-    reason = f"deferred: cache warm ({cache.cached_tokens} tokens cached), under the cliff" + (
-        "; summary prepared for the crossing" if crossing else ""
-    )
-    return replace(forward, precompress=forward.precompress or crossing, reason=reason)
+    reason = f"deferred: cache warm ({cache.cached_tokens} tokens cached), under the cliff"
+    if cache.growth_tokens is None or not _crossing(context, cache):
+        return replace(forward, reason=reason)
+    if not context.precompress_fits():
+        reason += "; summary not prepared: the conversation's pre-compression spend is at its cap"
+        return replace(forward, reason=reason)
+    return replace(forward, precompress=True, reason=reason + "; summary prepared for the crossing")
 
 
 def _crossing(context: Context, cache: CacheFacts) -> bool:

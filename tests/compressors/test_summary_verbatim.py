@@ -351,3 +351,24 @@ async def test_outputs_the_model_answers_over_the_target_are_kept_whole_within_t
     assert completer.calls >= 1 and result.summarized_count > 0
     with pytest.raises(CannotCompress, match="over the reuse limit of 8000"):  # and no further
         await make()[0].compress(messages, replace(settings, reuse_tokens=8_000))
+
+
+@pytest.mark.anyio
+async def test_a_current_turn_outgrowing_the_reuse_limit_is_recut_by_the_cap_not_failed() -> None:
+    """Nothing older is left to summarise once the compaction covers the old turns: an agent's current
+    turn piling up tool outputs keeps the summary and cuts its oldest outputs, without a cheap call."""
+    turn1 = recent_tools_conversation()
+    compressor, completer = make()
+    first = await compressor.compress(turn1, make_settings(**CAP, keep_recent_max_tokens=kept_tokens(turn1)))
+    assert first.excerpted == 0
+    turn2 = [*turn1, *tool_loop([noise(60, 600), noise(61, 600)])[2:]]
+    cap = kept_tokens(turn1)
+    limit = first.tokens_after + 10
+    settings = make_settings(**CAP, keep_recent_max_tokens=cap, reuse_tokens=limit, target_tokens=limit)
+    result = await compressor.compress(turn2, settings)
+    assert (result.reused, result.calls_made, completer.calls) == (False, 0, 1)
+    assert result.excerpted > 0 and result.tokens_after <= settings.target_tokens
+    assert orjson.dumps(result.messages[:2]) == orjson.dumps(first.messages[:2])  # the summary kept
+    assert_tool_pairs_intact(result.messages)
+    again = await compressor.compress(turn2, settings)  # the recut is cached: the same bytes again
+    assert orjson.dumps(again.messages) == orjson.dumps(result.messages)

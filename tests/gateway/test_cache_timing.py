@@ -85,6 +85,38 @@ async def test_a_warm_conversation_is_compressed_in_the_band_when_a_small_compac
 
 
 @pytest.mark.anyio
+async def test_a_warm_growing_chat_is_compacted_below_the_warning_line_and_stays_compacted(
+    tmp_path: Path, redis_url: str, tenant_name: str
+) -> None:
+    """A chat of about 100K tokens growing 8K a turn: resending its history, even cached, costs more
+    over the turns it can be expected to go on than one compaction with its summary calls."""
+    first = history(100)
+    growing = grown(first, 106_000)
+    later = grown(growing, 116_000, seed=7)
+    assert tokens_of(first) < 100_000 < tokens_of(growing) < tokens_of(later) < 250_000
+    upstream = Upstream()
+    async with serving(tmp_path, redis_url, upstream, deferred_config(tenant_name)) as served:
+        assert (await served.chat(first)).headers["x-gateway-action"] == "forward"
+        await served.background_done()
+        compacted = await served.chat(growing)
+        await served.background_done()
+        calls = len(upstream.cheap)
+        kept = await served.chat(later)
+    assert compacted.headers["x-gateway-action"] == "compress", compacted.text
+    reason = compacted.headers["x-gateway-reason"]
+    assert reason.startswith("compacted early: it pays (forward $")
+    assert "branch back to an earlier turn resends its history uncached" in reason
+    assert calls > 0 and sent_summary(upstream.main[1]["messages"])
+    assert kept.headers["x-gateway-action"] == "compress", kept.text
+    assert "compacted prefix is kept" in kept.headers["x-gateway-reason"]
+    assert len(upstream.cheap) == calls  # reused as it is: no new summary
+    assert (
+        upstream.main[2]["messages"][: len(upstream.main[1]["messages"]) - 1]
+        == (upstream.main[1]["messages"][:-1])
+    )
+
+
+@pytest.mark.anyio
 async def test_a_conversation_idle_past_the_retention_is_compressed_in_the_band(
     tmp_path: Path, redis_url: str, tenant_name: str
 ) -> None:

@@ -17,11 +17,13 @@ from gateway.conversations.counterfactual import (
     from_conversation,
     from_share,
 )
+from gateway.conversations.facts import cache_facts
 from gateway.conversations.fingerprint import Chain, anchor_of, chain_of
-from gateway.conversations.state import ConversationState, Seen
-from gateway.conversations.store import SHARE_MIN_INPUT, ConversationStore, ShareUpdate
+from gateway.conversations.state import ConversationState, Seen, carried, mean_growth
+from gateway.conversations.store import SHARE_MIN_INPUT, ConversationStore, Recalled, ShareUpdate
 from gateway.pricing import price
 from gateway.types import Usage
+from policies.facts import Strategy
 from tests.gateway.test_pricing import GPT_5_4
 
 CACHE = PromptCacheConfig()
@@ -112,6 +114,17 @@ def test_state_round_trips_and_unreadable_values_are_none() -> None:
     assert ConversationState.from_json(b'{"c": {"m": "x"}}') is None
 
 
+def test_state_keeps_the_strategy_and_counts_its_switches() -> None:
+    client = seen(conversation(2), at_ms=5)
+    state = ConversationState(client=client, strategy=Strategy.RETRIEVE, switches=1)
+    assert ConversationState.from_json(state.to_json()) == state
+    assert carried(None, Strategy.COMPRESS) == (Strategy.COMPRESS, 0)
+    assert carried(state, None) == (Strategy.RETRIEVE, 1)  # forwarded: the strategy is kept
+    assert carried(state, Strategy.RETRIEVE) == (Strategy.RETRIEVE, 1)
+    assert carried(state, Strategy.COMPRESS) == (Strategy.COMPRESS, 2)
+    assert carried(ConversationState(client=client), Strategy.COMPRESS) == (Strategy.COMPRESS, 0)
+
+
 def test_pricing_cache_writes_cost_the_write_multiplier() -> None:
     usage = Usage(input_tokens=10_000, cached_input_tokens=2_000, output_tokens=0, cache_write_tokens=4_000)
     plain = price(usage, GPT_5_4).total_nanos
@@ -140,6 +153,56 @@ async def test_store_keeps_state_and_the_tenant_share(redis_client: aioredis.Red
     unknown = await store.recall(tenant_name, "p2", "gpt-5.2")
     assert unknown.available and unknown.state is None and unknown.share is None
     assert 0 < await redis_client.pttl(f"gwtest:{{{tenant_name}}}:conv:p1") <= 60_000
+
+
+@pytest.mark.anyio
+async def test_store_adds_up_what_pre_compression_spent_per_conversation(
+    redis_client: aioredis.Redis, tenant_name: str
+) -> None:
+    store = ConversationStore(redis_client, prefix="gwtest")
+    assert (await store.recall(tenant_name, "p1", "gpt-5.4")).precompressed_nanos == 0
+    await store.add_precompressed(tenant_name, "p1", 60_000_000)
+    await store.add_precompressed(tenant_name, "p1", 15_000_000)
+    recalled = await store.recall(tenant_name, "p1", "gpt-5.4")
+    assert recalled.precompressed_nanos == 75_000_000
+    assert (await store.recall(tenant_name, "p2", "gpt-5.4")).precompressed_nanos == 0
+    chain_ = chain(conversation(2))
+    state = ConversationState(client=Seen("gpt-5.4", 1, 3600.0, chain_))
+    facts = cache_facts(
+        Recalled(state, None, precompressed_nanos=75_000_000), chain_, model="gpt-5.4", cache=CACHE, now_ms=2
+    )
+    assert facts is not None and facts.precompressed_usd == pytest.approx(0.075)
+
+
+def test_state_averages_the_growth_per_request() -> None:
+    def at(tokens: int, model: str = "gpt-5.4") -> Seen:
+        return Seen(model, 1, 3600.0, Chain(b"\0" * 8, (tokens,)))
+
+    first = ConversationState(client=at(40_000))
+    assert mean_growth(None, at(80_000)) is None
+    assert mean_growth(first, at(80_000)) == 40_000
+    grown = ConversationState(client=at(80_000), mean_growth=40_000)
+    assert mean_growth(grown, at(80_500)) == 20_250  # a small user turn weighs half
+    assert mean_growth(grown, at(60_000)) == 40_000  # shrunk (a branch): unchanged
+    assert mean_growth(grown, at(90_000, model="gpt-5.5")) is None
+    assert ConversationState.from_json(grown.to_json()) == grown
+
+
+def test_a_request_that_does_not_extend_a_cut_conversation_is_a_branch() -> None:
+    before = chain(conversation(6))
+    state = ConversationState(
+        client=Seen("gpt-5.4", 1, 3600.0, before), compacted=False, strategy=Strategy.COMPRESS
+    )
+    recalled = Recalled(state, None)
+
+    def facts_of(messages: list[dict[str, Any]], *, cut: bool = True) -> Any:
+        read = recalled if cut else Recalled(ConversationState(client=state.client), None)
+        return cache_facts(read, chain(messages), model="gpt-5.4", cache=CACHE, now_ms=2)
+
+    edited = [*conversation(4), {"role": "user", "content": "an edited question"}]
+    assert facts_of(edited).branched
+    assert not facts_of(conversation(8)).branched  # grown: the same history and more
+    assert not facts_of(edited, cut=False).branched  # never cut: forwarding kept its cache
 
 
 @pytest.mark.anyio

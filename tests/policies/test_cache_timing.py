@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from policies import Action
-from policies.facts import CacheFacts, ModelFacts
+from policies.facts import CacheFacts, ModelFacts, Strategy
 from policies.reuse import compacted_size
 
 from .factories import MODELS, make_engine, make_facts, make_section
@@ -31,12 +31,57 @@ def test_a_warm_conversation_in_the_band_is_forwarded_and_its_summary_is_not_yet
     assert any("warning line" in warning for warning in decision.warnings)
 
 
-@pytest.mark.parametrize("growth", [20_000, None])
-def test_the_summary_is_prepared_from_when_the_next_turn_would_cross(growth: int | None) -> None:
-    cache = CacheFacts(warm=True, cached_tokens=250_000, growth_tokens=growth)
+def test_the_summary_is_prepared_from_when_the_next_turn_would_cross() -> None:
+    cache = CacheFacts(warm=True, cached_tokens=250_000, growth_tokens=20_000)
     decision = decide(260_000, cache=cache)
     assert (decision.action, decision.precompress) == (F, True)
     assert "summary prepared for the crossing" in (decision.reason or "")
+
+
+def test_the_summary_is_not_prepared_on_a_guess_when_the_growth_is_unknown() -> None:
+    """A prepared summary is spent whether or not the crossing comes (a branch, another model)."""
+    decision = decide(260_000, cache=CacheFacts(warm=True, cached_tokens=250_000))
+    assert (decision.action, decision.precompress) == (F, False)
+    assert "summary prepared" not in (decision.reason or "")
+
+
+@pytest.mark.parametrize(
+    ("spent", "cap", "prepared"),
+    [
+        (0.0, None, True),
+        (0.0, 0.5, True),  # the cheap model reading the 185K it summarises at $0.25/M: about $0.05
+        (0.47, 0.5, False),  # with what was spent already, over the cap
+        (0.45, None, True),
+        (0.0, 0.01, False),
+    ],
+)
+def test_pre_compression_keeps_within_its_spend_cap_per_conversation(
+    spent: float, cap: float | None, prepared: bool
+) -> None:
+    cache = CacheFacts(warm=True, cached_tokens=250_000, growth_tokens=20_000, precompressed_usd=spent)
+    section = make_section(
+        default={
+            "name": "default",
+            "compress": {
+                "cheap_model": "gpt-5.4-mini",
+                "precompress_max_usd": cap,
+                "keep_recent_tokens": 70_000,
+            },
+        }
+    )
+    decision = make_engine(section, models=PRICED).decide(make_facts(prompt_tokens=260_000, cache=cache))
+    assert (decision.action, decision.precompress) == (F, prepared)
+    if not prepared:
+        assert "pre-compression spend is at its cap" in (decision.reason or "")
+
+
+def test_precompress_at_keeps_within_the_spend_cap_too() -> None:
+    compress = {"cheap_model": "gpt-5.4-mini", "precompress_at": 100_000, "precompress_max_usd": 0.1}
+    engine = make_engine(make_section(default={"name": "default", "compress": compress}), models=PRICED)
+    fresh = engine.decide(make_facts(prompt_tokens=150_000))
+    assert fresh.precompress
+    spent = CacheFacts(warm=False, precompressed_usd=0.09)
+    assert not engine.decide(make_facts(prompt_tokens=150_000, cache=spent)).precompress
 
 
 @pytest.mark.parametrize(
@@ -136,3 +181,38 @@ def test_compacted_size_is_the_aim_pins_recall_and_a_summary_within_the_target()
     assert compacted_size(settings) == 15_000 + 8_000 + 2_000 + 4_000
     big = make_engine(make_section(default={"name": "default", "compress": {"keep_recent_tokens": 74_000}}))
     assert compacted_size(big.decide(make_facts(prompt_tokens=1)).compress) == 75_000
+
+
+@pytest.mark.parametrize(
+    ("cache", "share", "transforms"),
+    [
+        # excerpted last time and warm: retrieved again, even with history the bulk of the prompt
+        (CacheFacts(warm=True, strategy=Strategy.RETRIEVE), 0.9, (R,)),
+        # compacted last time (its sent prefix no longer warm, the client's is): compressed first
+        (CacheFacts(warm=True, strategy=Strategy.COMPRESS), 0.1, (C, R)),
+        # cold with switches left: chosen afresh (the switch re-writes nothing cached)
+        (CacheFacts(warm=False, strategy=Strategy.RETRIEVE, switches=1), 0.9, (C, R)),
+        # cold but switched twice already: kept
+        (CacheFacts(warm=False, strategy=Strategy.RETRIEVE, switches=2), 0.9, (R,)),
+        (CacheFacts(warm=False, strategy=Strategy.COMPRESS, switches=2), 0.1, (C, R)),
+    ],
+)
+def test_over_the_cliff_a_conversation_keeps_its_strategy(
+    cache: CacheFacts, share: float, transforms: tuple[Action, ...]
+) -> None:
+    decision = decide(300_000, cache=cache, history_share=share)
+    assert decision.transforms == transforms
+
+
+def test_an_excerpted_conversation_is_not_compacted_early() -> None:
+    excerpted = CacheFacts(warm=True, cached_tokens=94_000, growth_tokens=9_500, strategy=Strategy.RETRIEVE)
+    section = make_section(default={"name": "default", "compress": {"cheap_model": "gpt-5.4-mini"}})
+    decision = make_engine(section, models=PRICED).decide(make_facts(prompt_tokens=104_000, cache=excerpted))
+    assert decision.action is F
+
+
+def test_a_branch_after_a_cut_is_never_hidden() -> None:
+    branched = CacheFacts(warm=True, cached_tokens=100_000, branched=True)
+    decision = decide(237_000, cache=branched)
+    assert any("branches from an earlier turn" in warning for warning in decision.warnings)
+    assert not any("branches" in warning for warning in decide(237_000, cache=WARM).warnings)

@@ -24,7 +24,9 @@ def test_describe_lists_the_bands_and_actions_of_every_model() -> None:
         (Band.OVER_CLIFF, 272_001, 1_050_000, Action.RETRIEVE, "gpt-5.4"),
         (Band.OVER_WINDOW, 1_050_001, None, Action.RETRIEVE, "gpt-5.4"),
     ]
-    assert policy.rows[0].detail == "unchanged"
+    assert policy.rows[0].detail == (
+        "unchanged; a warm, growing conversation compacted once that pays, then kept compacted"
+    )
     assert policy.rows[1].detail == (
         "while the cache is warm: forwarded, summary prepared; then summarise old turns with gpt-5.4, "
         "aiming at 75000 tokens: the recent 15000 tokens verbatim (at least 2 turns; tool outputs "
@@ -114,3 +116,10 @@ def test_describe_says_what_observe_mode_forwards() -> None:
     assert policy.rows[1].detail.startswith(
         "observe only: forwards unchanged up to 272000 tokens; would compress: "
     )
+
+
+def test_describe_says_unchanged_below_the_line_without_early_compaction() -> None:
+    section = make_section(default={"name": "default", "compress": {"compact_early": False}})
+    views = {view.model: view for view in describe(make_engine(section))}
+    [policy] = views["gpt-5.4"].policies
+    assert policy.rows[0].detail == "unchanged"
