@@ -32,7 +32,7 @@ from compressors.summary.selection import Selection
 from compressors.summary.settings import SummarySettings
 from compressors.summary.store import CachedSummary, Part
 from compressors.summary.summarizer import Summarizer
-from compressors.summary.transcript import render_block
+from compressors.summary.transcript import content_text, render_block
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +50,18 @@ class View:
     cut: tuple[int, ...] = ()
     """Positions of the tool outputs sent as excerpts, in order."""
 
-    def recallable(self) -> list[int]:
+    def recallable(self, messages: Sequence[Message]) -> list[int]:
         """Positions of the messages the request no longer holds whole: those the summary messages
-        replace and the excerpted tool outputs (recall can bring back what either left out)."""
-        return sorted({*self.replaced, *self.cut})
+        replace and the excerpted tool outputs (recall can bring back what either left out), but for the
+        messages of ``messages`` a summary message quotes whole (the user's pinned words): the request
+        holds them already, and recalling them again would only crowd out what it lacks (an earlier
+        question worded like the latest one outranks the answer it asked for)."""
+        quoted = "\n".join(content_text(section.message.get("content")) for section in self.sections)
+        return [
+            position
+            for position in sorted({*self.replaced, *self.cut})
+            if not _quoted(messages[position], quoted)
+        ]
 
     def verbatim(self) -> list[Message]:
         """The messages that are not summary messages."""
@@ -167,3 +175,11 @@ def verbatim(
     substitutes = excerpts.apply(messages, selection, refs, settings=settings, counter=counter)
     tokens = counter.count_messages([substitutes.get(i, messages[i]) for i in positions])
     return refs, tokens
+
+
+def _quoted(message: Message, quoted: str) -> bool:
+    """Whether ``quoted`` holds the whole text of the user message ``message``."""
+    if message.get("role") != "user":
+        return False
+    text = content_text(message.get("content")).strip()
+    return bool(text) and text in quoted

@@ -281,7 +281,7 @@ class SummarizeOldTurns:
 
         recalled = await recall(
             messages,
-            view.recallable(),
+            view.recallable(messages),
             asked=question(messages, selection.last_user),
             budget=min(settings.recall_tokens, limit - view.tokens),
             counter=self._counter,

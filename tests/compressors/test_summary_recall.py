@@ -347,3 +347,28 @@ async def test_recall_indexes_kept_in_memory_spare_the_cache_on_later_turns(coun
     again = await compressor.compress(messages, settings)
     assert again.messages == first.messages
     assert cache.read and not [key for key in cache.read if key.startswith("summary-recall:")]
+
+
+@pytest.mark.anyio
+async def test_recall_skips_the_users_words_the_summary_quotes_whole(counter: TiktokenCounter) -> None:
+    """Earlier questions worded like the latest one are pinned in the summary already: recalled again they
+    would outrank the passage the latest one needs, so recall leaves them out of what it searches."""
+    messages: list[Message] = [{"role": "system", "content": "You are helpful."}]
+    for turn in range(10):
+        text = prose(turn, 120)
+        if turn == 2:
+            text += " The cluster token is REF-72796."
+        if turn in (5, 7):
+            text = f"In the log I pasted at turn {turn - 4}, what was the payment key?"
+        messages += [
+            {"role": "user", "content": text},
+            {"role": "assistant", "content": prose(50 + turn, 10)},
+        ]
+    messages.append({"role": "user", "content": "In the log I pasted at turn 2, what was the cluster token?"})
+    compressor, _ = make(counter)
+    result = await compressor.compress(messages, make_settings(recall_tokens=1_500, pinned_tokens=2_000))
+    [summary] = [m for m in result.messages if str(m["content"]).startswith("[Summary")]
+    assert "what was the payment key?" in summary["content"]  # pinned, verbatim
+    [recall_message] = recalled_of(result.messages)
+    assert "REF-72796" in recall_message["content"]
+    assert "payment key" not in recall_message["content"]
