@@ -448,10 +448,16 @@ def measure(
             row.detail.append(f"{step.conversation}#{index} {answer.status} {answer.action}")
             continue
         spent = nanos(event["cost_usd"]) + sides[event["id"]]
+        upstream = sent.get(f"{step.conversation}#{index}")
+        missing = (
+            []
+            if upstream is None
+            else [need for need in step.needs if need not in present(step.needs, text_of_body(upstream))]
+        )
         row.detail.append(
             f"{step.conversation}#{index} {event['action']:<8} sent {event['input_tokens']:>7,} "
             f"cached {event['cached_tokens']:>7,}  ${spent / 1e9:.4f} (side ${sides[event['id']] / 1e9:.4f})"
-            f"  unchanged ${alone.nanos / 1e9:.4f}"
+            f"  unchanged ${alone.nanos / 1e9:.4f}" + (f"  missing {', '.join(missing)}" if missing else "")
         )
     return row
 
