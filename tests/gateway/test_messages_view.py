@@ -237,10 +237,11 @@ def test_view_writes_an_excerpted_tool_output_into_a_copy_of_its_result() -> Non
     assert shorter is not None
     back = from_view(body, [*view[:3], shorter, *view[4:]])
     result = back["messages"][2]["content"][0]
+    [part] = shorter["content"]  # the view's part, cut in place
     assert result == {
         "type": "tool_result",
         "tool_use_id": "t1",
-        "content": shorter["content"],
+        "content": part["text"],  # back in the block's own shape: a string
         "is_error": True,
     }
     assert "left out by the gateway" in result["content"]
