@@ -11,10 +11,16 @@ from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
+from hypothesis import settings as hypothesis_settings
 
 from gateway.redisserver import EmbeddedRedis, EmbeddedRedisError, free_port
 from tests.redis_db import DatabaseRefused, claim_database
 from tests.redis_server import RedisChoice, redis_choice
+
+# Property tests draw the same examples on every run (no chance in the suite: a failure is found again, not
+# by luck), and keep no database of past failures between runs (CI starts clean; so does every machine).
+hypothesis_settings.register_profile("deterministic", derandomize=True, database=None)
+hypothesis_settings.load_profile("deterministic")
 
 REDIS_CHOICE = pytest.StashKey[RedisChoice]()
 

@@ -53,7 +53,7 @@ class _Base64Prefix:
             window = self._text[self._start : self._start + self._chars]
             try:
                 self._decoded = binascii.a2b_base64(window)
-            except binascii.Error:
+            except ValueError:  # binascii.Error, or a character outside ASCII (no base64 at all)
                 if self._cleaned:
                     return b""
                 # A line-wrapped payload: drop its whitespace once, then decode windows of the rest.

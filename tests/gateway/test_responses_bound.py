@@ -38,7 +38,11 @@ def shortest_float(value: float) -> str:
         spellings.append(f"{minus}{digits[0]}.{digits[1:]}e{exponent + len(digits) - 1}")
     whole = len(digits) + exponent
     if exponent < 0:
-        spellings.append(f"{minus}{digits[:whole]}.{digits[whole:]}" if whole > 0 else f"{minus}0.{digits}")
+        zeros = "0" * max(0, -whole)  # 0.0192: a point, a zero, then the digits
+        spellings.append(
+            f"{minus}{digits[:whole]}.{digits[whole:]}" if whole > 0 else f"{minus}0.{zeros}{digits}"
+        )
+    spellings.append(orjson.dumps(value).decode())  # never longer than orjson's own
     return min((s for s in spellings if orjson.loads(s) == value), key=len)
 
 

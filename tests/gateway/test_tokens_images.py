@@ -120,6 +120,8 @@ def test_imagesize_line_wrapped_base64() -> None:
         data_url(b"\xff\xd8\xff\xd9"),
         data_url(jpeg(10, 10)[:40], "image/jpeg"),
         "data:image/png;base64,@@@@",
+        "data:image/png;base64,\x80iVBORw0KGgo",  # not even ASCII: no base64 at all
+        "data:image/png;base64,iVBO Rw0K\u00e9Ggo",
     ],
 )
 def test_imagesize_unreadable_is_none(url: str) -> None:
