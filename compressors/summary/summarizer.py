@@ -30,6 +30,7 @@ class Summarizer:
         self._settings = settings
         self._budget = settings.transcript_budget
         self._semaphore = asyncio.Semaphore(settings.max_concurrency)
+        self._failed: SummaryFailed | None = None
         self.calls_made = 0
 
     async def summarize(self, pieces: Sequence[str], *, context: str | None = None) -> str:
@@ -63,33 +64,42 @@ class Summarizer:
     async def _gather(
         self, work: Callable[[list[str]], Coroutine[Any, Any, str]], items: list[list[str]]
     ) -> list[str]:
-        try:
-            async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(work(item)) for item in items]
-        except* SummaryFailed as failed:
-            first = failed.exceptions[0]
-            raise SummaryFailed(str(first), calls_made=self.calls_made) from first
-        return [task.result() for task in tasks]
+        # every call already sent is waited for, never cancelled: the provider bills it either way, and only
+        # a call that returns is in the ledger; the ones not started yet are skipped once one has failed
+        results = await asyncio.gather(*(work(item) for item in items), return_exceptions=True)
+        for result in results:
+            if isinstance(result, SummaryFailed):
+                raise SummaryFailed(str(result), calls_made=self.calls_made) from result
+            if isinstance(result, BaseException):
+                raise result
+        return [result for result in results if isinstance(result, str)]
 
     async def _call(self, summaries: list[str], transcript: str | None) -> str:
         """One summary through the cheap model, retried once with a stricter prompt when malformed."""
         async with self._semaphore:
-            for strict in (False, True):
-                prompt = build_prompt(summaries=summaries, transcript=transcript, strict=strict)
-                self.calls_made += 1
-                try:
-                    answer = await self._completer.complete(
-                        prompt, max_tokens=self._settings.summary_max_tokens
-                    )
-                except Exception as exc:
-                    raise SummaryFailed(
-                        f"the cheap model {self._settings.cheap_model!r} failed: {type(exc).__name__}: {exc}",
-                        calls_made=self.calls_made,
-                    ) from exc
-                text = clean(answer)
-                missing = missing_sections(text)
-                if not missing:
-                    return text
+            if self._failed is not None:
+                raise self._failed  # another part has failed: this one is not worth a call
+            try:
+                return await self._attempt(summaries, transcript)
+            except SummaryFailed as failed:
+                self._failed = failed
+                raise
+
+    async def _attempt(self, summaries: list[str], transcript: str | None) -> str:
+        for strict in (False, True):
+            prompt = build_prompt(summaries=summaries, transcript=transcript, strict=strict)
+            self.calls_made += 1
+            try:
+                answer = await self._completer.complete(prompt, max_tokens=self._settings.summary_max_tokens)
+            except Exception as exc:
+                raise SummaryFailed(
+                    f"the cheap model {self._settings.cheap_model!r} failed: {type(exc).__name__}: {exc}",
+                    calls_made=self.calls_made,
+                ) from exc
+            text = clean(answer)
+            missing = missing_sections(text)
+            if not missing:
+                return text
         raise SummaryFailed(
             f"the cheap model {self._settings.cheap_model!r} answered twice without the sections "
             f"{', '.join(missing)}",

@@ -163,3 +163,27 @@ def test_pack_groups_consecutive_items_within_the_budget(
 ) -> None:
     sized = [(str(n), size) for n, size in enumerate(sizes)]
     assert _pack(sized, budget, minimum=minimum) == [[str(n) for n in group] for group in groups]
+
+
+class Finishing(ScriptedCompleter):
+    """Counts the calls that returned (a cancelled call never does)."""
+
+    finished: int = 0
+
+    async def complete(self, messages: Sequence[Message], *, max_tokens: int) -> str:
+        answer = await super().complete(messages, max_tokens=max_tokens)
+        self.finished += 1
+        return answer
+
+
+@pytest.mark.anyio
+async def test_a_failing_chunk_lets_the_calls_already_sent_finish_and_sends_no_more() -> None:
+    """The provider bills a call it received whether or not the gateway waits for it, and only a call
+    that returns reaches the ledger: the other chunk in flight is waited for, the ones queued are dropped."""
+    completer = Finishing(script=[RuntimeError("cheap model down")], delay=0.02)
+    compressor = SummarizeOldTurns(counter=COUNTER, completer=completer, cache=DictCache())
+    with pytest.raises(SummaryFailed, match="cheap model down") as caught:
+        await compressor.compress(long_conversation(12), make_settings(**CHUNKED))
+    assert completer.calls == 2  # two at once (max_concurrency): the first failed, no third was sent
+    assert completer.finished == 1  # the second ran to its answer instead of being cancelled
+    assert caught.value.calls_made == 2

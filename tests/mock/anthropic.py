@@ -41,6 +41,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from tests.mock.anthropic_cache import BreakpointCache, CacheControlError
+from tests.mock.summary import SUMMARY
 
 SECRET = b"mock-anthropic-signing-key"
 UPSTREAM_KEY = "sk-upstream"
@@ -211,6 +212,8 @@ def _text_of(content: Any) -> str:
 
 def answer_blocks(body: dict[str, Any], number: int) -> tuple[list[dict[str, Any]], str]:
     """The reply's content blocks and its stop reason (before the ``max_tokens`` cap)."""
+    if "User goal" in str(body.get("system", "")):  # the gateway's summary call (a Messages-only cheap model)
+        return [{"type": "text", "text": SUMMARY}], "end_turn"
     blocks: list[dict[str, Any]] = []
     if _thinking_on(body):
         blocks.append(

@@ -51,6 +51,7 @@ from tests.mock.anthropic import messages_routes
 from tests.mock.behaviours import ModelBehaviour
 from tests.mock.cache import PromptCache
 from tests.mock.responses import response_events, responses_answer
+from tests.mock.summary import SUMMARY
 
 
 @dataclass
@@ -101,13 +102,6 @@ def _text_of(message: dict[str, Any]) -> str:
     if isinstance(content, list):
         return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
     return ""
-
-
-SUMMARY = (
-    "## User goal\nFinish the analysis the user asked for.\n"
-    "## Confirmed conclusions\n- The earlier turns were read.\n"
-    "## Open todos\n- Answer the latest question."
-)
 
 
 def _is_summary_request(body: dict[str, Any]) -> bool:
