@@ -181,6 +181,7 @@ class CompressorTransforms:
                 pinned_tokens=settings.pinned_tokens,
                 pin_max_tokens=settings.pin_max_tokens,
                 recall_tokens=settings.recall_tokens,
+                recall_on_tool_steps=settings.recall_on_tool_steps,
                 **options,
             )
         except ValueError as exc:  # e.g. a cheap model whose window is too small to summarise in

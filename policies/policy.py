@@ -119,6 +119,7 @@ def _compress(config: CompressConfig, bands: ModelBands, loc: Loc) -> CompressSe
         pinned_tokens=config.pinned_tokens,
         pin_max_tokens=config.pin_max_tokens,
         recall_tokens=config.recall_tokens,
+        recall_on_tool_steps=config.recall_on_tool_steps,
         client_compaction=tuple(phrase.lower() for phrase in config.client_compaction),
         compact_early=config.compact_early and timing is Timing.DEFERRED,
         precompress_max_usd=config.precompress_max_usd,

@@ -127,6 +127,10 @@ class CompressConfig(_Strict):
     pinned_tokens: int = Field(default=8_000, ge=0, description="the user's own words kept verbatim")
     pin_max_tokens: int = Field(default=1_000, gt=0, description="longer user messages: their own words only")
     recall_tokens: int = Field(default=2_000, ge=0, description="recalled excerpts of the summarised turns")
+    recall_on_tool_steps: bool = Field(
+        default=False,
+        description="recall also while the model reads tool outputs, not only for the user's turns",
+    )
     client_compaction: tuple[str, ...] = Field(
         default=DEFAULT_CLIENT_COMPACTION, description="phrases of a client's own summary request"
     )

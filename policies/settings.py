@@ -72,6 +72,8 @@ class CompressSettings:
     they pasted) up to this long."""
     recall_tokens: int = 0
     """Budget for excerpts of the summarised turns recalled for the latest question (0: none)."""
+    recall_on_tool_steps: bool = False
+    """Recall also when the newest step is tool outputs the model is about to read."""
     client_compaction: tuple[str, ...] = ()
     """Phrases (lower case) that mark a client's own request to summarise the conversation."""
     precompress_max_usd: float | None = None

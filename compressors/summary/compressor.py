@@ -32,7 +32,7 @@ from compressors.summary.compaction import View
 from compressors.summary.errors import CannotCompress
 from compressors.summary.keys import lock_key, prefix_hashes
 from compressors.summary.result import Precomputed, SummaryResult
-from compressors.summary.selection import Selection, deepen, select
+from compressors.summary.selection import Selection, answered, deepen, select
 from compressors.summary.settings import SummarySettings
 from compressors.summary.store import CachedSummary, SummaryStore
 from compressors.summary.summarizer import Summarizer
@@ -283,7 +283,7 @@ class SummarizeOldTurns:
             messages,
             view.recallable(messages),
             asked=question(messages, selection.last_user),
-            budget=min(settings.recall_tokens, limit - view.tokens),
+            budget=min(settings.recall_tokens, limit - view.tokens) if recalls(messages, settings) else 0,
             counter=self._counter,
             cache=self._cache,
             ttl_seconds=settings.cache_ttl,
@@ -304,6 +304,12 @@ class SummarizeOldTurns:
             recalled_chunks=0 if recalled is None else recalled.chunks,
             excerpted=view.excerpted,
         )
+
+
+def recalls(messages: Sequence[Message], settings: SummarySettings) -> bool:
+    """Whether this request gets a recall: for a user's turn, and while the model reads tool outputs only
+    when the settings say so (``recall_on_tool_steps``)."""
+    return settings.recall_on_tool_steps or not answered(messages)
 
 
 def _unchanged(messages: Sequence[Message], tokens: int) -> SummaryResult:

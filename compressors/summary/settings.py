@@ -64,6 +64,11 @@ class SummarySettings:
     (``words``: the text beside code fences and pasted runs), within this many tokens."""
     recall_tokens: int = 4_000
     """Budget of the excerpts of summarised turns recalled for the latest request (0: no recall)."""
+    recall_on_tool_steps: bool = True
+    """Recall also when the newest step is tool outputs the model is about to read (``selection.answered``),
+    not only for a user's turn. A recall may not be last, so it goes before that step, which the next
+    request then sends again uncached: in an agent's loop that is every step. The gateway's policies turn it
+    off by default (``compress.recall_on_tool_steps``)."""
     cheap_context_tokens: int = 128_000
     """The cheap model's context window: a prompt plus its answer must fit in it."""
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS

@@ -118,6 +118,7 @@ def config() -> dict[str, Any]:
                 "keep_recent_turns": 0,
                 "keep_recent_tokens": 3_000,
                 "recall_tokens": 1_500,
+                "recall_on_tool_steps": True,  # the loop's newest step is a lookup of an old fact
             },
         },
     }
@@ -267,3 +268,37 @@ def lengthened(body: dict[str, Any], field: str) -> dict[str, Any]:
             entry["content"] = [result, *entry["content"][1:]]
             found += 1
     return {**body, field: entries}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("name", list(FRONTS))
+async def test_by_default_a_loop_reading_tool_outputs_gets_no_recall(
+    name: str, redis_client: aioredis.Redis, tenant_name: str
+) -> None:
+    """``recall_on_tool_steps`` is off in the shipped policies: while the model reads the outputs of its
+    newest call, no recall sits before them (the next request would send that step again uncached)."""
+    front, make_body, field = FRONTS[name]
+    router = respx.Router(assert_all_called=False)
+    router.post(f"{UPSTREAM}/chat/completions").mock(
+        return_value=httpx.Response(200, json=completion(SUMMARY, model="gpt-5.4-mini"))
+    )
+    settings = config()
+    del settings["policies"]["default"]["compress"]["recall_on_tool_steps"]
+    runtime = build_runtime(GatewayConfig.model_validate(settings), counter=shared_counter())
+    pool = UpstreamPool(lambda _: httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler)))
+    transforms = CompressorTransforms(
+        runtime=runtime,
+        pool=pool,
+        redis=redis_client,
+        record=RequestRecord(request_id="r", endpoint=name),
+        retrievers={},
+    )
+    body = make_body()
+    tokens = front.count(runtime.counter, body["model"], body).total
+    facts = Facts(tenant=tenant_name, model=body["model"], prompt_tokens=tokens)
+    decision = runtime.engine.decide(facts)
+    compressed = await transforms.run(Action.COMPRESS, front.messages(body), decision, facts)
+    sent: list[dict[str, Any]] = front.rebuild(body, compressed)[field]
+    assert any(is_summary(entry) for entry in sent)
+    assert not any(is_recall(entry) for entry in sent)
+    assert sent[-1] == body[field][-1]
