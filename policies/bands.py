@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from policies.errors import PolicyConfigError, Problem
 from policies.facts import ModelFacts
-from policies.matching import glob_pattern
+from policies.globs import glob_pattern
 
 if TYPE_CHECKING:
     from policies.schema import BandOverride

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from policies import notices
+import policies.notices as notices
 from policies.bands import Band, ModelBands
 from policies.decision import Action, Decision, Rejection
 from policies.facts import Facts, ModelFacts

@@ -15,7 +15,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import replace
 from types import MappingProxyType
 
-from policies import escalation, notices
+import policies.escalation as escalation
+import policies.notices as notices
 from policies.actions import PLANNERS
 from policies.bands import ModelBands, TokenBands
 from policies.context import Context, Planner

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from policies import notices
+import policies.notices as notices
 from policies.decision import Action, Decision, Rejection
 from policies.facts import Facts
 from policies.settings import Exhausted, Fallback

@@ -23,9 +23,6 @@ from decimal import Decimal
 
 from policies.bands import ModelBands
 
-DEFAULT_ESTIMATE_RATIO = 0.2
-"""The error bound of an estimated count, as a share of it (see the module docstring)."""
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CountMargin:

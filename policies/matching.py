@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-import fnmatch
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from policies.facts import Facts
+from policies.globs import glob_pattern
 
 if TYPE_CHECKING:
     from policies.schema import MatchConfig
-
-
-def glob_pattern(globs: Iterable[str]) -> re.Pattern[str]:
-    """One compiled pattern matching a whole string against any of ``globs``."""
-    return re.compile("|".join(f"(?:{fnmatch.translate(glob)})" for glob in globs))
 
 
 @dataclass(frozen=True, slots=True)

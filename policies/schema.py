@@ -26,14 +26,16 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from policies.errors import Loc, PolicyConfigError, Problem
-from policies.margin import DEFAULT_ESTIMATE_RATIO
-from policies.matching import glob_pattern
+from policies.globs import glob_pattern
 
 ActionName = Literal["forward", "compress", "retrieve", "reroute", "reject"]
 
 MIN_CHUNK_TOKENS = 8_000
 """The least ``compress.chunk_tokens``: one cheap-model call must read at least two summaries of the
 summary compressor's ``summary_max_tokens`` (4,000), or chunked summaries could never be merged."""
+
+DEFAULT_ESTIMATE_RATIO = 0.2
+"""The error bound of an estimated count, as a share of it (``policies.margin``)."""
 
 
 class _Strict(BaseModel):

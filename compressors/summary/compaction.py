@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import compressors.summary.excerpts as excerpts
 from compressors.protocols import Message, TokenCounter
-from compressors.summary import excerpts
 from compressors.summary.assembly import Section, assemble, summary_message
 from compressors.summary.excerpts import Ref
 from compressors.summary.pins import Pins, pin

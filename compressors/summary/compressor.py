@@ -24,10 +24,10 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING
 
+import compressors.summary.compaction as compaction
 from compressors.flight import single_flight
 from compressors.lru import Lru
 from compressors.protocols import Cache, Completer, Message, TokenCounter
-from compressors.summary import compaction
 from compressors.summary.compaction import View
 from compressors.summary.errors import CannotCompress
 from compressors.summary.keys import lock_key, prefix_hashes

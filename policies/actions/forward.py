@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from policies import notices
+import policies.notices as notices
 from policies.actions.early import early_compaction
 from policies.actions.retrieve import RetrieveChunks
 from policies.context import Context

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from policies import notices
+import policies.notices as notices
 from policies.bands import Band
 from policies.context import Context
 from policies.decision import Action, Decision

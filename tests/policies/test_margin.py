@@ -7,7 +7,8 @@ import pytest
 from pydantic import ValidationError
 
 from policies import Action, Band, ModelFacts, PoliciesConfig
-from policies.margin import DEFAULT_ESTIMATE_RATIO, CountMargin
+from policies.margin import CountMargin
+from policies.schema import DEFAULT_ESTIMATE_RATIO
 
 from .factories import MODELS, make_engine, make_facts, make_section
 
