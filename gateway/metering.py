@@ -135,12 +135,8 @@ class LedgerRecorder:
         cost, _, basis, counterfactual = self.money(record, config, usage)
         if cost is None:
             return {}
-        total = cost.total_nanos + record.flat_cost_nanos
-        estimated = usage.estimated
-        for call in record.side_calls:
-            side = cost_of(call.usage, config, call.model) if call.usage is not None else None
-            total += side.total_nanos if side is not None else 0
-            estimated = estimated or call.usage is None
+        total = cost.total_nanos + record.flat_cost_nanos + side_calls_nanos(config, record)
+        estimated = usage.estimated or any(call.usage is None for call in record.side_calls)
         saving = counterfactual + record.flat_cost_nanos - total
         out = {
             "x-gateway-cost-usd": usd(total, trim=True),
@@ -257,6 +253,15 @@ class LedgerRecorder:
             output_tokens=output,
             estimated=True,
         )
+
+
+def side_calls_nanos(config: GatewayConfig, record: RequestRecord) -> int:
+    """What a record's side calls cost, at the prices of the models that answered them."""
+    costs = (
+        cost_of(call.usage, config, call.model) if call.usage is not None else None
+        for call in record.side_calls
+    )
+    return sum(cost.total_nanos for cost in costs if cost is not None)
 
 
 def cost_of(usage: Usage, config: GatewayConfig, model: str) -> Cost | None:

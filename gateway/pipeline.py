@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
@@ -36,8 +37,9 @@ from gateway.experiments.answer import answer_of
 from gateway.experiments.live import Experiments
 from gateway.experiments.trouble import ErrorCount
 from gateway.ledger import Budgets
-from gateway.metering import LedgerRecorder, cost_of
+from gateway.metering import LedgerRecorder
 from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat, planned_body
+from gateway.precompress import precompress_after
 from gateway.record import NO_ACTION, Observer, RequestRecord, notify, notify_soon
 from gateway.reload import ConfigStore
 from gateway.request_ids import client_request_id, new_request_id
@@ -289,32 +291,15 @@ class Pipeline:
             record.proposed_action = decision.proposed.value
 
     def after_response(self, runtime: Runtime, record: RequestRecord, plan: Plan) -> None:
-        """Pre-compression: build the summary the next turns will need, after this response, off-path."""
-        decision = plan.decision
-        if decision is None or not decision.precompress or record.tenant is None:
-            return
-        side = RequestRecord(
-            request_id=f"{record.request_id}:precompress",
-            endpoint="precompress",
-            tenant=record.tenant,
-            parent_id=record.request_id,
-        )
-        side.requested_model = record.requested_model
-        transforms = self.transforms_for(runtime, side)
-        tenant, looked = record.tenant.name, record.looked
-
-        async def precompress() -> None:
-            try:
-                await transforms.precompute(plan.messages(), decision, tenant)
-            finally:  # what it spent counts against the conversation's cap, failed or not
-                spent = side_calls_nanos(runtime, side)
-                if spent and looked is not None:
-                    await self.conversations.add_precompressed(tenant, looked.anchor, spent)
-
-        self.background.spawn(
-            precompress(),
-            name="precompress",
-            then=lambda: notify(self.observers, side) if side.side_calls else None,
+        """Pre-compression, when the decision asks for it (``gateway.precompress``)."""
+        precompress_after(
+            runtime,
+            record,
+            plan,
+            transforms_for=partial(self.transforms_for, runtime),
+            conversations=self.conversations,
+            background=self.background,
+            observers=self.observers,
         )
 
     async def note_sent(
@@ -410,12 +395,3 @@ def now_ms() -> int:
 def _include_usage(body: Mapping[str, Any]) -> bool:
     options = body.get("stream_options")
     return isinstance(options, dict) and options.get("include_usage") is True
-
-
-def side_calls_nanos(runtime: Runtime, record: RequestRecord) -> int:
-    """What a record's side calls cost, at the prices of the models that answered them."""
-    costs = (
-        cost_of(call.usage, runtime.config, call.model) if call.usage is not None else None
-        for call in record.side_calls
-    )
-    return sum(cost.total_nanos for cost in costs if cost is not None)

@@ -13,18 +13,15 @@ itself, before its fallbacks), and only the routes that speak the same API are t
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import orjson
-
 from compressors.protocols import Message
-from gateway.errors import GatewayError
 from gateway.messages.usage import usage_from_anthropic
-from gateway.record import RequestRecord, SideCall
+from gateway.record import RequestRecord
 from gateway.runtime import Route, Runtime
-from gateway.upstream import UpstreamPool, send
+from gateway.side_calls import side_call
+from gateway.upstream import UpstreamPool
 
 MESSAGES_PATH = "/messages"
 
@@ -72,35 +69,17 @@ class MessagesCompleter:
         return "".join(texts)
 
     async def _call(self, routes: Sequence[Route], body: dict[str, Any]) -> dict[str, Any]:
-        started = time.perf_counter()
-        try:
-            exchange = await send(
-                self._pool,
-                routes,
-                path=MESSAGES_PATH,
-                body_for=lambda route: orjson.dumps({"model": route.upstream_model, **body}),
-                incoming_headers={},
-                stream=False,
-                expect_json=True,
-            )
-        except GatewayError as exc:
-            self._record.side_calls.append(
-                SideCall(self._kind, self._model, "", None, time.perf_counter() - started, exc.status_code)
-            )
-            raise
-        data = exchange.data or {}
-        usage = data.get("usage")
-        self._record.side_calls.append(
-            SideCall(
-                self._kind,
-                exchange.route.public_model,
-                exchange.route.provider_name,
-                usage_from_anthropic(usage) if isinstance(usage, Mapping) else None,
-                time.perf_counter() - started,
-                exchange.response.status_code,
-            )
+        data = await side_call(
+            self._pool,
+            routes,
+            path=MESSAGES_PATH,
+            body=body,
+            record=self._record,
+            kind=self._kind,
+            model=self._model,
+            usage_of=lambda usage: usage_from_anthropic(usage) if isinstance(usage, Mapping) else None,
         )
-        return data
+        return data if isinstance(data, dict) else {}
 
 
 def messages_body(messages: Sequence[Message], *, max_tokens: int) -> dict[str, Any]:

@@ -3,24 +3,22 @@ embeddings model called through the upstream pool (each call priced as its own c
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import orjson
 import redis.asyncio as aioredis
 
 from compressors.lru import Lru
 from compressors.protocols import Completer, Message
 from compressors.summary import CannotCompress, SummarizeOldTurns, SummaryFailed, SummarySettings
 from gateway.cache import RedisCache
-from gateway.errors import GatewayError
 from gateway.planning import TransformFailed
-from gateway.record import RequestRecord, SideCall
+from gateway.record import RequestRecord
 from gateway.runtime import Runtime
+from gateway.side_calls import side_call
 from gateway.summary_completer import MessagesCompleter, messages_only
 from gateway.tokens.adapter import ModelTokens
-from gateway.upstream import UpstreamPool, send
+from gateway.upstream import UpstreamPool
 from gateway.usage import usage_from_openai
 from policies import Action, Decision, Facts
 
@@ -98,35 +96,11 @@ async def _call(
     record: RequestRecord,
     kind: str,
 ) -> Any:
-    started = time.perf_counter()
-    try:
-        exchange = await send(
-            pool,
-            runtime.candidates(model),
-            path=path,
-            body_for=lambda route: orjson.dumps({**body, "model": route.upstream_model}),
-            incoming_headers={},
-            stream=False,
-            expect_json=True,
-        )
-    except GatewayError as exc:
-        record.side_calls.append(
-            SideCall(kind, model, "", None, time.perf_counter() - started, exc.status_code)
-        )
-        raise
-    data = exchange.data
-    usage = usage_from_openai(data.get("usage") if data is not None else None)
-    record.side_calls.append(
-        SideCall(
-            kind,
-            exchange.route.public_model,
-            exchange.route.provider_name,
-            usage,
-            time.perf_counter() - started,
-            exchange.response.status_code,
-        )
+    """A chat-completions or embeddings side call to ``model`` and its fallbacks."""
+    routes = runtime.candidates(model)
+    return await side_call(
+        pool, routes, path=path, body=body, record=record, kind=kind, model=model, usage_of=usage_from_openai
     )
-    return data
 
 
 class CompressorTransforms:
