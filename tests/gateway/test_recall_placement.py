@@ -5,6 +5,7 @@ and it reads as the gateway's reference material, not as something the user said
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -19,10 +20,10 @@ from gateway.messages.front import MESSAGES
 from gateway.planning import CHAT, Front
 from gateway.record import RequestRecord
 from gateway.responses.front import RESPONSES
-from gateway.runtime import build_runtime
+from gateway.runtime import Runtime, build_runtime
 from gateway.transforms import CompressorTransforms
 from gateway.upstream import UpstreamPool
-from policies import Action, Facts
+from policies import Action, Decision, Facts
 from tests.factories import UPSTREAM, completion, make_config, shared_counter
 from tests.fixtures.haystack import ProseGenerator
 from tests.gateway.test_messages_front import SIGNATURE, assert_pairs_whole
@@ -164,32 +165,53 @@ FRONTS: dict[str, tuple[Front, Any, str]] = {
 }
 
 
+@dataclass(frozen=True)
+class Compressed:
+    runtime: Runtime
+    tokens: int
+    """The request's count as received."""
+    decision: Decision
+    messages: list[Any]
+    """The front's messages as the compress transform left them."""
+
+
+async def compressed_through(
+    name: str, body: dict[str, Any], settings: dict[str, Any], redis: aioredis.Redis, tenant: str
+) -> Compressed:
+    """``body`` through the gateway's compress transform (real compressors and Redis, the cheap model played
+    by respx), as the front ``name`` shows it to the compressors."""
+    front = FRONTS[name][0]
+    router = respx.Router(assert_all_called=False)
+    router.post(f"{UPSTREAM}/chat/completions").mock(
+        return_value=httpx.Response(200, json=completion(SUMMARY, model="gpt-5.4-mini"))
+    )
+    runtime = build_runtime(GatewayConfig.model_validate(settings), counter=shared_counter())
+    pool = UpstreamPool(lambda _: httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler)))
+    transforms = CompressorTransforms(
+        runtime=runtime,
+        pool=pool,
+        redis=redis,
+        record=RequestRecord(request_id="r", endpoint=name),
+        retrievers={},
+    )
+    tokens = front.count(runtime.counter, body["model"], body).total
+    facts = Facts(tenant=tenant, model=body["model"], prompt_tokens=tokens)
+    decision = runtime.engine.decide(facts)
+    messages = await transforms.run(Action.COMPRESS, front.messages(body), decision, facts)
+    return Compressed(runtime, tokens, decision, messages)
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("name", list(FRONTS))
 async def test_a_compacted_tool_loop_ends_on_the_clients_newest_step_with_the_recall_before_it(
     name: str, redis_client: aioredis.Redis, tenant_name: str
 ) -> None:
     front, make_body, field = FRONTS[name]
-    router = respx.Router(assert_all_called=False)
-    router.post(f"{UPSTREAM}/chat/completions").mock(
-        return_value=httpx.Response(200, json=completion(SUMMARY, model="gpt-5.4-mini"))
-    )
-    runtime = build_runtime(GatewayConfig.model_validate(config()), counter=shared_counter())
-    pool = UpstreamPool(lambda _: httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler)))
-    transforms = CompressorTransforms(
-        runtime=runtime,
-        pool=pool,
-        redis=redis_client,
-        record=RequestRecord(request_id="r", endpoint=name),
-        retrievers={},
-    )
     body = make_body()
-    tokens = front.count(runtime.counter, body["model"], body).total
-    assert 20_000 < tokens < 40_000
-    facts = Facts(tenant=tenant_name, model=body["model"], prompt_tokens=tokens)
-    decision = runtime.engine.decide(facts)
-    assert decision.transforms and decision.transforms[0] is Action.COMPRESS
-    compressed = await transforms.run(Action.COMPRESS, front.messages(body), decision, facts)
+    done = await compressed_through(name, body, config(), redis_client, tenant_name)
+    assert 20_000 < done.tokens < 40_000
+    assert done.decision.transforms and done.decision.transforms[0] is Action.COMPRESS
+    compressed = done.messages
     sent: list[dict[str, Any]] = front.rebuild(body, compressed)[field]
 
     assert sent[-1] == body[field][-1]  # the client's newest output, last, as it sent it
@@ -219,30 +241,15 @@ async def test_tool_outputs_the_compressor_excerpts_are_excerpted_in_what_each_f
     """Outputs kept verbatim but over the cap are cut to head and tail; the cut must survive the front's
     adapter (Responses items, Anthropic blocks), not come back whole as the client sent them."""
     front, make_body, field = FRONTS[name]
-    router = respx.Router(assert_all_called=False)
-    router.post(f"{UPSTREAM}/chat/completions").mock(
-        return_value=httpx.Response(200, json=completion(SUMMARY, model="gpt-5.4-mini"))
-    )
     settings = config()
     band = {"warning_tokens": 34_000, "cliff_tokens": 68_000}  # a target of 10,200 tokens
     settings["policies"]["bands"] = {"claude-*": band, "gpt-5.4": band}
     settings["policies"]["default"]["compress"].update(
         {"keep_recent_tokens": 14_000, "keep_recent_max_tokens": 3_000, "recall_tokens": 0}
     )
-    runtime = build_runtime(GatewayConfig.model_validate(settings), counter=shared_counter())
-    pool = UpstreamPool(lambda _: httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler)))
-    transforms = CompressorTransforms(
-        runtime=runtime,
-        pool=pool,
-        redis=redis_client,
-        record=RequestRecord(request_id="r", endpoint=name),
-        retrievers={},
-    )
     body = lengthened(make_body(), field)
-    tokens = front.count(runtime.counter, body["model"], body).total
-    facts = Facts(tenant=tenant_name, model=body["model"], prompt_tokens=tokens)
-    decision = runtime.engine.decide(facts)
-    compressed = await transforms.run(Action.COMPRESS, front.messages(body), decision, facts)
+    done = await compressed_through(name, body, settings, redis_client, tenant_name)
+    runtime, tokens, compressed = done.runtime, done.tokens, done.messages
     rebuilt = front.rebuild(body, compressed)
     sent: list[dict[str, Any]] = rebuilt[field]
     assert "tokens of this tool output left out by the gateway" in orjson.dumps(sent).decode()
@@ -278,27 +285,11 @@ async def test_by_default_a_loop_reading_tool_outputs_gets_no_recall(
     """``recall_on_tool_steps`` is off in the shipped policies: while the model reads the outputs of its
     newest call, no recall sits before them (the next request would send that step again uncached)."""
     front, make_body, field = FRONTS[name]
-    router = respx.Router(assert_all_called=False)
-    router.post(f"{UPSTREAM}/chat/completions").mock(
-        return_value=httpx.Response(200, json=completion(SUMMARY, model="gpt-5.4-mini"))
-    )
     settings = config()
     del settings["policies"]["default"]["compress"]["recall_on_tool_steps"]
-    runtime = build_runtime(GatewayConfig.model_validate(settings), counter=shared_counter())
-    pool = UpstreamPool(lambda _: httpx.AsyncClient(transport=httpx.MockTransport(router.async_handler)))
-    transforms = CompressorTransforms(
-        runtime=runtime,
-        pool=pool,
-        redis=redis_client,
-        record=RequestRecord(request_id="r", endpoint=name),
-        retrievers={},
-    )
     body = make_body()
-    tokens = front.count(runtime.counter, body["model"], body).total
-    facts = Facts(tenant=tenant_name, model=body["model"], prompt_tokens=tokens)
-    decision = runtime.engine.decide(facts)
-    compressed = await transforms.run(Action.COMPRESS, front.messages(body), decision, facts)
-    sent: list[dict[str, Any]] = front.rebuild(body, compressed)[field]
+    done = await compressed_through(name, body, settings, redis_client, tenant_name)
+    sent: list[dict[str, Any]] = front.rebuild(body, done.messages)[field]
     assert any(is_summary(entry) for entry in sent)
     assert not any(is_recall(entry) for entry in sent)
     assert sent[-1] == body[field][-1]
