@@ -305,6 +305,8 @@ class Row:
     unchanged_nanos: int
     client_nanos: int
     gateway_nanos: int
+    claimed_nanos: int
+    """The saving the gateway's ledger claims (its events' ``saving_usd``, side calls netted)."""
     cheap_calls: int
     over_cliff: int
     failed: int = 0
@@ -412,6 +414,7 @@ def measure(
         unchanged_nanos=sum(answer.nanos for answer in unchanged),
         client_nanos=summaries + sum(answer.nanos for answer in client),
         gateway_nanos=sum(nanos(event["cost_usd"]) for event in events),
+        claimed_nanos=sum(nanos(event["saving_usd"]) for event in events),
         cheap_calls=cheap,
         over_cliff=sum(
             1 for event in events if event["parent_id"] is None and event["input_tokens"] > family.cliff
@@ -481,6 +484,7 @@ HEADER = (
     "gateway",
     "gateway/unchanged",
     "client/unchanged",
+    "claimed / real saving",
     "failed",
     "pinned",
     "asked",
@@ -503,6 +507,7 @@ def table(rows: list[Row]) -> str:
             usd(row.gateway_nanos),
             share(row.gateway_nanos, row.unchanged_nanos),
             share(row.client_nanos, row.unchanged_nanos),
+            f"{usd(row.claimed_nanos)} / {usd(row.unchanged_nanos - row.gateway_nanos)}",
             str(row.failed),
             rate(row.pinned_seen, row.pinned_expected),
             rate(row.asked_seen, row.asked_expected),
