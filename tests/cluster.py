@@ -1,6 +1,6 @@
 """A real Redis Cluster for tests: nodes started from the server binary on free ports, joined and given
 their slots and replicas with plain cluster commands (no ``redis-cli`` needed), and helpers that pick
-names by the slot they hash to (never by chance) and kill a master as ``kill -9`` would."""
+names by the slot they hash to (never by chance), kill a master as ``kill -9`` would and pause a replica."""
 
 from __future__ import annotations
 
@@ -56,6 +56,22 @@ class Cluster:
         with node.client() as client:
             pid = int(client.info("server")["process_id"])
         os.kill(pid, signal.SIGKILL)
+
+    def replica_of(self, master: Node) -> Node:
+        """The replica ``redis_cluster`` gave ``master`` (the first, with several)."""
+        return self.replicas[self.masters.index(master)]
+
+    @contextmanager
+    def paused(self, node: Node) -> Iterator[None]:
+        """The node's server stopped (``SIGSTOP``: alive, answering nobody, acknowledging no replication)
+        until the block ends."""
+        with node.client() as client:
+            pid = int(client.info("server")["process_id"])
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(pid, signal.SIGCONT)
 
     def wait_healthy(self, *, without: Sequence[Node] = (), timeout: float = 60.0) -> None:
         """Until every live node says ``cluster_state:ok`` and sees every slot served."""

@@ -9,8 +9,9 @@ sorted into one of two kinds: the store is unavailable (connection lost, timeout
 loading, read-only or out of memory, a cluster failing over), so the whole batch is retried later from the
 spool; or the server refused a chunk for good (foreign data under a ledger key), in which case its events
 are tried one by one and those refused are set aside rather than retried forever. On a cluster the
-pipeline ends with a ``WAIT`` per node (``gateway.replication``), so that a batch is counted as written
-only once a replica has it too, or the master that took it is still alive. Because the script is
+pipeline ends with a ``WAIT`` per node (``gateway.replication``), and a batch no replica confirmed comes
+back ``unconfirmed``: the writer applies it again until a replica has it or the master that took it is
+known dead (then from the spool, on the promoted replica). Because the script is
 idempotent, retrying a batch that was partly applied never counts anything twice.
 """
 
@@ -50,6 +51,9 @@ class BatchResult:
     applied: int
     duplicates: int
     rejected: tuple[Rejected, ...] = ()
+    unconfirmed: bool = False
+    """On a Redis Cluster: a master took the batch but no replica confirmed it within the wait, so a
+    failover could still lose it; the writer applies it again until one does."""
 
 
 class EventApplier:
@@ -61,12 +65,10 @@ class EventApplier:
         self._retention = retention_months
         self._script = Script(APPLY_EVENTS)
         self._expiry: dict[str, int] = {}
-        self.unreplicated = 0
-        """Batches' writes a node took but no replica had confirmed within the wait (logged by the writer)."""
 
     async def apply(self, events: Sequence[CostEvent]) -> BatchResult:
         chunks, rejected = self._chunks(events)
-        replies = await self._run(chunks, tenants={event.tenant for event in events})
+        replies, lagged = await self._run(chunks, tenants={event.tenant for event in events})
         applied = duplicates = 0
         retry_alone: list[CostEvent] = []
         for chunk, reply in zip(chunks, replies, strict=True):
@@ -80,17 +82,22 @@ class EventApplier:
             duplicates += sum(1 for flag in flags if flag != 1)
         if retry_alone:  # a refused chunk: find the events that are refused on their own
             alone = [[event] for event in retry_alone]
-            for [event], reply in zip(alone, await self._run(alone, tenants=set()), strict=True):
+            replies, lagged_alone = await self._run(alone, tenants=set())
+            lagged = lagged or lagged_alone
+            for [event], reply in zip(alone, replies, strict=True):
                 if isinstance(reply, ResponseError):
                     rejected.append((event, str(reply)))
                 elif reply == [1]:
                     applied += 1
                 else:
                     duplicates += 1
-        return BatchResult(applied, duplicates, tuple(rejected))
+        return BatchResult(applied, duplicates, tuple(rejected), lagged)
 
-    async def _run(self, chunks: Sequence[Sequence[CostEvent]], *, tenants: set[str]) -> list[object]:
-        """Send the chunks in one pipeline, once more after loading the script if the server lacked it.
+    async def _run(
+        self, chunks: Sequence[Sequence[CostEvent]], *, tenants: set[str]
+    ) -> tuple[list[object], bool]:
+        """Send the chunks in one pipeline, once more after loading the script if the server lacked it;
+        the replies, and whether a replica failed to confirm them within the wait.
 
         Every reply is read: a chunk, the tenants' index or a replica's acknowledgement that failed for a
         reason that may pass (``gateway.pipelined``) makes the whole batch unavailable, to be tried again
@@ -98,21 +105,22 @@ class EventApplier:
         commands = [self._command(chunk) for chunk in chunks]
         confirm = nodes_to_confirm(self._redis, self._slot_keys(chunks, tenants))
         try:
-            replies = await self._send(commands, tenants, confirm)
+            replies, lagged = await self._send(commands, tenants, confirm)
             if any(isinstance(reply, NoScriptError) for reply in replies):
                 await self._script.load(self._redis)
-                replies = await self._send(commands, tenants, confirm)
+                replies, lagged = await self._send(commands, tenants, confirm)
         except (RedisError, RedisClusterException, OSError) as exc:  # lost, timed out, or no script
             raise StoreUnavailable(describe(exc)) from exc
         for reply in replies:
             if isinstance(reply, BaseException) and is_transient(reply):
                 raise StoreUnavailable(describe(reply)) from reply
-        return replies
+        return replies, lagged
 
     async def _send(
         self, commands: Sequence[Command], tenants: set[str], confirm: Sequence[ClusterNode]
-    ) -> list[object]:
-        """The chunks' replies; raises when the tenants' index or a replica acknowledgement failed."""
+    ) -> tuple[list[object], bool]:
+        """The chunks' replies and whether a replica lagged; raises when the tenants' index or a replica
+        acknowledgement failed."""
         pipe = self._redis.pipeline(transaction=False)
         for command in commands:
             pipe.execute_command("EVALSHA", *command)
@@ -126,8 +134,7 @@ class EventApplier:
             error = rest[failed[0]]
             assert isinstance(error, BaseException)
             raise WriteFailed(failed, error)
-        self.unreplicated += unconfirmed(rest[len(tenants) :])
-        return scripts
+        return scripts, unconfirmed(rest[len(tenants) :]) > 0
 
     def _slot_keys(self, chunks: Sequence[Sequence[CostEvent]], tenants: set[str]) -> list[str]:
         """One key per slot the batch writes: each tenant's, and the tenants' index."""

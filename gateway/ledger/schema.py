@@ -23,6 +23,12 @@ class LedgerConfig(_Strict):
     linger_seconds: float = Field(default=0.002, ge=0, le=1, description="wait for a fuller batch")
     write_timeout_seconds: float = Field(default=5.0, gt=0, description="a slower batch counts as Redis down")
     probe_interval_seconds: float = Field(default=1.0, gt=0, description="retry period while Redis is down")
+    replica_confirm_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description="on a Redis Cluster, how long a batch no replica confirmed is written again before it "
+        "counts as written without one",
+    )
     reservation_ttl_seconds: int = Field(
         default=900, ge=1, description="an unsettled budget reservation lapses after this (crash safety)"
     )

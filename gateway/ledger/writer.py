@@ -7,6 +7,13 @@ to the spool instead (flushed and fsynced) and probes Redis every ``probe_interv
 answers again the spool is replayed before new batches, and it is replayed at start-up too, including the
 spools of processes that died. ``close()`` drains the queue to Redis or, failing that, to the spool.
 
+On a Redis Cluster a batch counts as written once a replica confirms it (``WAIT``): a master killed before
+passing a write on loses it when its replica is promoted. A batch the master took but no replica confirmed
+in time is kept in memory and applied again (the apply script is idempotent) every probe interval until a
+replica confirms it; if the master dies meanwhile, the batch goes to the spool and is replayed on the
+promoted replica. After ``replica_confirm_seconds`` of a replica that never catches up (none left, say), the
+batch counts as written, as on a single Redis, with a warning.
+
 No failure stops the writer task: when a turn raises (a full or failing disk under a dead Redis, a bug),
 it is logged, the batch in hand goes to the spool or, if even that fails, stays in memory, and the task
 tries again a probe interval later.
@@ -15,6 +22,7 @@ tries again a probe interval later.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +56,10 @@ class LedgerStats:
     redis_up: bool
     spool_pending: bool
     unreplicated: int = 0
-    """On a Redis Cluster: batches a master took that no replica confirmed within the wait (logged)."""
+    """On a Redis Cluster: events a master took that no replica confirmed within ``replica_confirm_seconds``
+    of applying them again (logged)."""
+    unconfirmed: int = 0
+    """Events a master took that no replica has confirmed yet: applied again until one does."""
 
 
 class Ledger:
@@ -73,9 +84,22 @@ class Ledger:
         """Taken off the queue, not yet in Redis or the spool: ``close()`` spools them too."""
         self._redis_up = False
         self._next_probe = 0.0
-        self._unreplicated_logged = 0
+        self._unconfirmed: list[CostEvent] = []
+        """Taken by a master, not yet confirmed by a replica: applied again until one does."""
+        self._unconfirmed_since = 0.0
+        self._next_confirm = 0.0
         self._counts = dict.fromkeys(
-            ("recorded", "applied", "duplicates", "spooled", "replayed", "rejected", "failures"), 0
+            (
+                "recorded",
+                "applied",
+                "duplicates",
+                "spooled",
+                "replayed",
+                "rejected",
+                "failures",
+                "unreplicated",
+            ),
+            0,
         )
         self._log = structlog.get_logger("gateway.ledger")
 
@@ -112,6 +136,7 @@ class Ledger:
             return
         await wind_down(queue, task, timeout)
         self._task = None
+        await self._confirm_at_close(timeout)
         leftover, self._inflight = self._inflight, []
         while not queue.empty():
             leftover.append(queue.get_nowait())
@@ -137,7 +162,7 @@ class Ledger:
             queued=self._queue.qsize() if self._queue is not None else 0,
             redis_up=self._redis_up,
             spool_pending=self._spool.pending,
-            unreplicated=self._applier.unreplicated,
+            unconfirmed=len(self._unconfirmed),
         )
 
     async def __aenter__(self) -> Ledger:
@@ -168,6 +193,8 @@ class Ledger:
             await self._replay()
         if self._spool.unsynced:
             await asyncio.to_thread(self._spool.sync)
+        if self._redis_up and self._unconfirmed and asyncio.get_running_loop().time() >= self._next_confirm:
+            await self._confirm()
         if not self._inflight:
             await self._next_batch(queue)
         if self._inflight:
@@ -197,7 +224,7 @@ class Ledger:
     async def _next_batch(self, queue: asyncio.Queue[CostEvent]) -> None:
         """Take the next batch into ``_inflight``, each event as it leaves the queue (so one waiting out
         the linger is in hand when ``close()`` looks)."""
-        wait = None if self._redis_up else self.config.probe_interval_seconds
+        wait = None if self._redis_up and not self._unconfirmed else self.config.probe_interval_seconds
         try:
             first = await asyncio.wait_for(queue.get(), wait)
         except TimeoutError:
@@ -220,7 +247,8 @@ class Ledger:
                 self._counts["applied"] += result.applied
                 self._counts["duplicates"] += result.duplicates
                 self._set_aside(result.rejected)
-                self._note_replication()
+                if result.unconfirmed:
+                    self._hold_unconfirmed(batch)
                 return
         lines = [event.to_json() for event in batch]
         await asyncio.to_thread(self._spool.append, lines)
@@ -240,6 +268,8 @@ class Ledger:
                 self._counts["replayed"] += result.applied
                 self._counts["duplicates"] += result.duplicates
                 self._set_aside(result.rejected)
+                if result.unconfirmed:
+                    self._hold_unconfirmed(events)
             self._spool.discard(segment)
             self._log.info("ledger_spool_replayed", segment=segment.path.name)
 
@@ -259,11 +289,59 @@ class Ledger:
             self._log.error("ledger_event_rejected", event_id=event.id, tenant=event.tenant, reason=reason)
         self._counts["rejected"] += len(rejected)
 
-    def _note_replication(self) -> None:
-        unreplicated = self._applier.unreplicated
-        if unreplicated > self._unreplicated_logged:
-            self._log.warning("ledger_write_unreplicated", batches=unreplicated - self._unreplicated_logged)
-            self._unreplicated_logged = unreplicated
+    def _hold_unconfirmed(self, events: Sequence[CostEvent]) -> None:
+        now = asyncio.get_running_loop().time()
+        if not self._unconfirmed:
+            self._unconfirmed_since = now
+            self._next_confirm = now + self.config.probe_interval_seconds
+        self._unconfirmed.extend(events)
+
+    async def _confirm(self) -> None:
+        """Apply the unconfirmed events again: done once a replica confirms them (its ``WAIT`` covers the
+        earlier writes too); to the spool if the master is gone (replayed on the one promoted); counted as
+        written, with a warning, once ``replica_confirm_seconds`` have passed."""
+        events, lagged = self._unconfirmed, False
+        size = self.config.batch_size
+        for start in range(0, len(events), size):
+            try:
+                async with asyncio.timeout(self.config.write_timeout_seconds):
+                    result = await self._applier.apply(events[start : start + size])
+            except (StoreUnavailable, TimeoutError) as exc:
+                self._down(exc)
+                await self._spool_unconfirmed()
+                return
+            if result.applied:  # the master that had them is gone, and its replica had not got them
+                self._log.warning("ledger_rewritten_after_failover", events=result.applied)
+            lagged = lagged or result.unconfirmed
+        now = asyncio.get_running_loop().time()
+        if not lagged:
+            self._unconfirmed = []
+        elif now - self._unconfirmed_since >= self.config.replica_confirm_seconds:
+            self._log.warning("ledger_write_unreplicated", events=len(events))
+            self._counts["unreplicated"] += len(events)
+            self._unconfirmed = []
+        else:
+            self._next_confirm = now + self.config.probe_interval_seconds
+
+    async def _spool_unconfirmed(self) -> None:
+        """Kept in memory until the spool has them (a failing disk leaves them for the next try)."""
+        await asyncio.to_thread(self._spool.append, [event.to_json() for event in self._unconfirmed])
+        self._counts["spooled"] += len(self._unconfirmed)
+        self._unconfirmed = []
+
+    async def _confirm_at_close(self, timeout: float) -> None:
+        """One last try to have a replica confirm what is unconfirmed; what still is not goes to the spool
+        (replayed at the next start: applying it again counts nothing twice)."""
+        if not self._unconfirmed:
+            return
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(timeout):
+                if self._redis_up:
+                    self._next_confirm = 0.0
+                    await self._confirm()
+        if self._unconfirmed:
+            self._spool_leftover(self._unconfirmed)
+            self._unconfirmed = []
 
     async def _probe(self) -> None:
         loop = asyncio.get_running_loop()

@@ -122,36 +122,43 @@ async def test_a_killed_master_loses_no_cost_event_and_no_stored_response(
     mock.post("/_control", json={"record_bodies": True})
     env = {"GATEWAY_REDIS_URL": cluster.url, "GATEWAY_REDIS_CLUSTER": "true", "GATEWAY_WORKERS": "2"}
     started = time.time()
-    async with AsyncExitStack() as stack:
-        urls = [stack.enter_context(serving(tmp_path / name, config, **env))[1] for name in ("one", "two")]
-        clients = [
-            await stack.enter_async_context(
-                openai.AsyncOpenAI(base_url=f"{url}/v1", api_key=keys_of(victim), max_retries=0, timeout=60)
-            )
-            for url in urls
-        ]
-        answered, responses, errors = await run_load(clients, cluster, victim)
-        cluster.wait_healthy(without=[master_of_tenant(cluster, victim)])
-        seen = mock.get("/_requests").json()["requests"]
-        upstream = [call for call in seen if call["path"].startswith("/v1/")]
-        fetched = await fetch_everywhere(clients, responses)
-    assert errors == []
-    assert len(upstream) == len(answered) == CHAT_REQUESTS
-    assert sorted(fetched) == sorted(response_id for _, response_id in responses)
-
-    redis = redis_client(f"redis://{cluster.masters[1].address}/0", cluster=True)  # the first one died
+    redis = redis_client(f"redis://{cluster.masters[1].address}/0", cluster=True)  # the first one dies
     assert isinstance(redis, RedisCluster)
-    try:
-        reader = LedgerReader(redis)  # type: ignore[arg-type]
+    reader = LedgerReader(redis)  # type: ignore[arg-type]
+
+    async def ledger_events() -> list[str]:
         period = Period(int(started * 1000) - 60_000, int(time.time() * 1000) + 60_000)
+        return [event.id async for event in reader.events(victim, period)]
 
-        async def ledger_has_all() -> str | None:
-            found = [event.id async for event in reader.events(victim, period)]
-            if sorted(found) == sorted(answered):
-                return None
-            missing, doubled = set(answered) - set(found), len(found) - len(set(found))
-            return f"{len(found)} events for {len(answered)} calls: {len(missing)} missing, {doubled} doubled"
+    async def ledger_has_all() -> str | None:
+        found = await ledger_events()
+        if sorted(found) == sorted(answered):
+            return None
+        missing, doubled = set(answered) - set(found), len(found) - len(set(found))
+        return f"{len(found)} events for {len(answered)} calls: {len(missing)} missing, {doubled} doubled"
 
-        await wait_until(ledger_has_all, timeout=90)
+    try:
+        async with AsyncExitStack() as stack:
+            urls = [
+                stack.enter_context(serving(tmp_path / name, config, **env))[1] for name in ("one", "two")
+            ]
+            clients = [
+                await stack.enter_async_context(
+                    openai.AsyncOpenAI(
+                        base_url=f"{url}/v1", api_key=keys_of(victim), max_retries=0, timeout=60
+                    )
+                )
+                for url in urls
+            ]
+            answered, responses, errors = await run_load(clients, cluster, victim)
+            cluster.wait_healthy(without=[master_of_tenant(cluster, victim)])
+            seen = mock.get("/_requests").json()["requests"]
+            upstream = [call for call in seen if call["path"].startswith("/v1/")]
+            fetched = await fetch_everywhere(clients, responses)
+            assert errors == []
+            assert len(upstream) == len(answered) == CHAT_REQUESTS
+            assert sorted(fetched) == sorted(response_id for _, response_id in responses)
+            await wait_until(ledger_has_all, timeout=90)  # while the gateways run: spooled events replay
+        assert sorted(await ledger_events()) == sorted(answered)  # and shutting down counts none twice
     finally:
         await redis.aclose()

@@ -1,0 +1,155 @@
+"""The ledger writer on a real Redis Cluster whose replica does not confirm a batch (its server stopped
+with ``SIGSTOP``): the batch is written again until a replica has it, so a master killed before passing
+it on loses nothing, and nothing is counted twice."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import RedisClusterException, RedisError
+
+from gateway.ledger import LedgerReader, Period
+from gateway.ledger.event import CostEvent
+from gateway.ledger.schema import LedgerConfig
+from gateway.ledger.writer import Ledger
+from gateway.lifespan import redis_client
+from tests.cluster import Cluster, Node, names_on_every_master, redis_cluster
+from tests.e2e.ledger_helpers import wait_until
+from tests.gateway.test_ledger_event import NOV_30_NOON, make_event
+
+EVENTS = 40
+CONFIG = LedgerConfig(probe_interval_seconds=0.1, write_timeout_seconds=3.0, linger_seconds=0.001)
+PERIOD = Period(NOV_30_NOON - 1000, NOV_30_NOON + EVENTS * 1000 + 1000)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with redis_cluster(tmp_path_factory.mktemp("lag"), masters=3, replicas_per_master=1) as started:
+        yield started
+
+
+@pytest.fixture
+async def client(cluster: Cluster) -> AsyncIterator[RedisCluster]:
+    redis = redis_client(cluster.url, cluster=True)
+    assert isinstance(redis, RedisCluster)
+    try:
+        yield redis
+    finally:
+        await redis.aclose()
+
+
+def tenant_on(cluster: Cluster, master: Node, prefix: str) -> str:
+    names = names_on_every_master(cluster, prefix)
+    return names[cluster.masters.index(master)]
+
+
+def batch(tenant: str) -> list[CostEvent]:
+    return [make_event(number, id=f"{tenant}-{number}", tenant=tenant) for number in range(EVENTS)]
+
+
+async def ledger_ids(redis: RedisCluster, tenant: str) -> list[str]:
+    return [event.id async for event in LedgerReader(redis).events(tenant, PERIOD)]  # type: ignore[arg-type]
+
+
+async def record_all(ledger: Ledger, events: list[CostEvent]) -> None:
+    for event in events:
+        ledger.record(event)
+    await ledger.drain()
+
+
+@pytest.mark.anyio
+async def test_a_batch_no_replica_confirmed_is_written_again_until_one_does(
+    cluster: Cluster, client: RedisCluster, tmp_path: Path
+) -> None:
+    master = cluster.masters[1]
+    tenant = tenant_on(cluster, master, f"lag-{time.time_ns()}")
+    events = batch(tenant)
+    async with Ledger(client, spool_dir=tmp_path, config=CONFIG) as ledger:  # type: ignore[arg-type]
+        with cluster.paused(cluster.replica_of(master)):
+            await record_all(ledger, events)
+            assert ledger.stats().unconfirmed == EVENTS
+
+        async def confirmed() -> str | None:
+            left = ledger.stats().unconfirmed
+            return None if left == 0 else f"{left} events unconfirmed"
+
+        await wait_until(confirmed, timeout=30)
+        stats = ledger.stats()
+    assert (stats.applied, stats.duplicates, stats.unreplicated, stats.spooled) == (EVENTS, 0, 0, 0)
+    assert sorted(await ledger_ids(client, tenant)) == sorted(event.id for event in events)
+
+
+@pytest.mark.anyio
+async def test_a_replica_that_never_confirms_leaves_the_events_on_their_live_master(
+    cluster: Cluster, client: RedisCluster, tmp_path: Path
+) -> None:
+    master = cluster.masters[1]
+    tenant = tenant_on(cluster, master, f"never-{time.time_ns()}")
+    events = batch(tenant)
+    config = CONFIG.model_copy(update={"replica_confirm_seconds": 1.0})
+    with cluster.paused(cluster.replica_of(master)):
+        async with Ledger(client, spool_dir=tmp_path, config=config) as ledger:  # type: ignore[arg-type]
+            await record_all(ledger, events)
+
+            async def given_up() -> str | None:
+                stats = ledger.stats()
+                return None if stats.unreplicated == EVENTS else f"{stats.unconfirmed} events unconfirmed"
+
+            await wait_until(given_up, timeout=30)
+            assert ledger.stats().unconfirmed == 0
+    assert sorted(await ledger_ids(client, tenant)) == sorted(event.id for event in events)
+
+
+@pytest.mark.anyio
+async def test_unconfirmed_events_at_close_are_spooled_and_replayed_once(
+    cluster: Cluster, client: RedisCluster, tmp_path: Path
+) -> None:
+    master = cluster.masters[1]
+    tenant = tenant_on(cluster, master, f"close-{time.time_ns()}")
+    events = batch(tenant)
+    with cluster.paused(cluster.replica_of(master)):
+        ledger = Ledger(client, spool_dir=tmp_path, config=CONFIG)  # type: ignore[arg-type]
+        await ledger.start()
+        await record_all(ledger, events)
+        await ledger.close(timeout=1.0)
+        assert ledger.stats().spooled == EVENTS
+    async with Ledger(client, spool_dir=tmp_path, config=CONFIG) as again:  # type: ignore[arg-type]
+
+        async def replayed() -> str | None:
+            stats = again.stats()
+            return None if not stats.spool_pending and stats.unconfirmed == 0 else "spool pending"
+
+        await wait_until(replayed, timeout=30)
+        assert again.stats().duplicates == EVENTS  # applied before: the replay counts nothing twice
+    assert sorted(await ledger_ids(client, tenant)) == sorted(event.id for event in events)
+
+
+@pytest.mark.anyio
+async def test_a_master_killed_before_its_replica_had_the_batch_loses_no_event(
+    cluster: Cluster, client: RedisCluster, tmp_path: Path
+) -> None:
+    """Last in this module: the master it kills stays dead."""
+    master = cluster.masters[2]
+    tenant = tenant_on(cluster, master, f"kill-{time.time_ns()}")
+    events = batch(tenant)
+    async with Ledger(client, spool_dir=tmp_path, config=CONFIG) as ledger:  # type: ignore[arg-type]
+        with cluster.paused(cluster.replica_of(master)):
+            await record_all(ledger, events)
+            assert ledger.stats().unconfirmed == EVENTS
+            cluster.kill(master)  # the replica never got the batch: the promoted one lacks it
+        cluster.wait_healthy(without=[master])
+
+        async def all_there() -> str | None:
+            try:
+                found = await ledger_ids(client, tenant)
+            except (RedisError, RedisClusterException) as exc:  # the client still learning the new master
+                return f"ledger unreadable: {exc!r}"
+            if sorted(found) == sorted(event.id for event in events) and ledger.stats().unconfirmed == 0:
+                return None
+            return f"{len(found)} of {EVENTS} events in the ledger, {ledger.stats().unconfirmed} unconfirmed"
+
+        await wait_until(all_there, timeout=60)
