@@ -309,6 +309,10 @@ class Row:
     """The saving the gateway's ledger claims (its events' ``saving_usd``, side calls netted)."""
     cheap_calls: int
     over_cliff: int
+    possible_nanos: int = 0
+    """What forwarding unchanged would really have cost: ``unchanged_nanos``, but a request the provider
+    would have refused (past the model's window) at what the gateway paid for it, as nothing could have
+    been saved against it. The real saving is this less ``gateway_nanos``."""
     failed: int = 0
     pinned_seen: int = 0
     pinned_expected: int = 0
@@ -441,6 +445,7 @@ def measure(
         row.asked_seen += len(present(step.needs, text))
     row.switches = max((switches(sequence) for sequence in actions.values()), default=0)
     by_id = {event["id"]: event for event in events}
+    window = WINDOWS.get(family.model) if family.window_limited else None
     sides: dict[str, int] = defaultdict(int)
     for event in events:
         if event["parent_id"] is not None:
@@ -448,9 +453,12 @@ def measure(
     for index, (step, answer, alone) in enumerate(zip(steps, answers, unchanged, strict=True)):
         event = by_id.get(answer.request_id or "")
         if event is None:
+            row.possible_nanos += alone.nanos
             row.detail.append(f"{step.conversation}#{index} {answer.status} {answer.action}")
             continue
         spent = nanos(event["cost_usd"]) + sides[event["id"]]
+        refused = window is not None and prompt_tokens(family, step.body) > window
+        row.possible_nanos += spent if refused else alone.nanos
         upstream = sent.get(f"{step.conversation}#{index}")
         missing = (
             []
@@ -460,12 +468,21 @@ def measure(
         row.detail.append(
             f"{step.conversation}#{index} {event['action']:<8} sent {event['input_tokens']:>7,} "
             f"cached {event['cached_tokens']:>7,}  ${spent / 1e9:.4f} (side ${sides[event['id']] / 1e9:.4f})"
-            f"  unchanged ${alone.nanos / 1e9:.4f}" + (f"  missing {', '.join(missing)}" if missing else "")
+            f"  unchanged ${alone.nanos / 1e9:.4f}"
+            f"  claims ${nanos(event['saving_usd']) / 1e9:.4f} ({event['counterfactual_basis']}, "
+            f"{event['counterfactual_cached_tokens']:,} cached)"
+            + (f"  missing {', '.join(missing)}" if missing else "")
         )
     return row
 
 
 # --- the table ----------------------------------------------------------------------------------------
+
+
+def claim(claimed: int, real: int) -> str:
+    """The ledger's claimed saving beside the real one, and their ratio."""
+    ratio = f" ({claimed / real:.2f})" if real else ""
+    return f"{usd(claimed)} / {usd(real)}{ratio}"
 
 
 def share(part: int, whole: int) -> str:
@@ -507,7 +524,7 @@ def table(rows: list[Row]) -> str:
             usd(row.gateway_nanos),
             share(row.gateway_nanos, row.unchanged_nanos),
             share(row.client_nanos, row.unchanged_nanos),
-            f"{usd(row.claimed_nanos)} / {usd(row.unchanged_nanos - row.gateway_nanos)}",
+            claim(row.claimed_nanos, row.possible_nanos - row.gateway_nanos),
             str(row.failed),
             rate(row.pinned_seen, row.pinned_expected),
             rate(row.asked_seen, row.asked_expected),
