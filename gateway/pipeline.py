@@ -8,6 +8,7 @@ steps here: planning, noting what was sent, failing, responding.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -28,8 +29,8 @@ from gateway.background import Background
 from gateway.body import headers_of
 from gateway.config import prompt_cache_of
 from gateway.conversations.facts import cache_facts
-from gateway.conversations.pricing import counterfactual_of, look_up
-from gateway.conversations.requests import conversation_trace, remember_request, tracked
+from gateway.conversations.pricing import counterfactual_of, look_up, rewritten_before
+from gateway.conversations.requests import conversation_trace, look_up_before, remember_request, tracked
 from gateway.conversations.store import ConversationStore
 from gateway.count_limit import CountLimiter
 from gateway.errors import ClientClosedRequest, GatewayError, UpstreamError
@@ -260,6 +261,10 @@ class Pipeline:
                     self.conversations, tenant=record.tenant.name, model=model, front=front, body=body,
                     count=plan.count,
                 )  # fmt: skip
+            elif record.looked is None:  # read while the upstream answers, before the new state is written
+                record.looking = asyncio.get_running_loop().create_task(
+                    look_up_before(self.conversations, record, plan, model=model, front=front, body=body)
+                )
             self.background.spawn(
                 remember_request(self.conversations, runtime, record, plan, body), name="conversation_state"
             )
@@ -314,6 +319,8 @@ class Pipeline:
         None: the conversation is stored upstream, out of sight), and the work left for afterwards."""
         self.note_exchange(record, exchange)
         record.prompt_tokens = await plan.received()
+        if record.looking is not None:
+            await record.looking
         record.forwarded_tokens = plan.forwarded_tokens
         record.transformed = plan.changed
         record.counts_estimated = plan.estimated
@@ -325,7 +332,7 @@ class Pipeline:
             record.conversation = trace = conversation_trace(runtime, record, plan, body, called_model=called)
             if trace is not None and record.looked is not None:
                 trace.adopt(record.looked.chain)
-            if trace is not None and plan.changed:
+            if trace is not None and (plan.changed or rewritten_before(record.looked)):
                 record.counterfactual = await counterfactual_of(self.conversations, trace, record.looked)
         self.after_response(runtime, record, plan)
 

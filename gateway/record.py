@@ -116,6 +116,9 @@ class RequestRecord:
     """The request's part of its conversation (``gateway.conversations``), when it is worth keeping."""
     looked: Looked | None = None
     """The conversation's cache state as read for the decision (reused for the counterfactual)."""
+    looking: asyncio.Task[None] | None = None
+    """Reading ``looked`` once the request's count is known, for a request decided without reading it:
+    started before the conversation's new state is written, awaited by that write and by the pricing."""
     reason: str | None = None
     """Why the cache made the warning band forward or compress (``x-gateway-reason``)."""
     report_prompt_tokens: int | None = None

@@ -19,6 +19,10 @@
   state unreadable): the share of input the tenant's unchanged requests to that model had cached.
   Estimated.
 - ``none``: not even that share is known: no cached tokens assumed. Estimated.
+- ``conversation_lost``: it went unchanged, but the gateway had rewritten the conversation's previous
+  request, so the provider lacked the prefix it would otherwise have held (a branch or an edit back to
+  before a compaction, a forward after a compression): priced as ``conversation``, against the request's
+  own cost, its saving is negative, a loss the gateway's earlier rewrite caused.
 - ``over_window``: it was rewritten, and the prompt as received is larger than the context window of the
   model asked for: forwarding it unchanged was impossible (the provider refuses it, unbilled), so there is
   nothing to have saved against; its own cost is the counterfactual (saving 0).
@@ -39,6 +43,7 @@ class Basis(StrEnum):
     AS_SENT = "as_sent"
     CONVERSATION = "conversation"
     CONVERSATION_COLD = "conversation_cold"
+    CONVERSATION_LOST = "conversation_lost"
     OPENING = "opening"
     TENANT_SHARE = "tenant_share"
     NONE = "none"
@@ -52,6 +57,9 @@ ESTIMATED = frozenset({Basis.TENANT_SHARE, Basis.NONE})
 class CounterfactualCache:
     tokens: int
     basis: Basis
+    writes: int = 0
+    """With an explicit cache: the tokens the unchanged request would have written to it (those up to its
+    last breakpoint that it did not read)."""
 
     @property
     def estimated(self) -> bool:
@@ -108,10 +116,18 @@ def from_conversation(
     previous: Seen, current: Chain, *, model: str, cache: PromptCacheConfig, now_ms: int
 ) -> CounterfactualCache:
     if previous.model != model or not previous.warm_at(now_ms):
-        return CounterfactualCache(0, Basis.CONVERSATION_COLD)
-    return CounterfactualCache(
-        cached_prefix(previous, current, cache=cache, now_ms=now_ms), Basis.CONVERSATION
-    )
+        return CounterfactualCache(0, Basis.CONVERSATION_COLD, written(current, 0))
+    cached = cached_prefix(previous, current, cache=cache, now_ms=now_ms)
+    return CounterfactualCache(cached, Basis.CONVERSATION, written(current, cached))
+
+
+def written(current: Chain, cached: int) -> int:
+    """What a request with explicit breakpoints writes to the cache: its prefix up to its last breakpoint,
+    less what it read (0 for an implicit cache, which bills no writes)."""
+    if not current.breakpoints:
+        return 0
+    last = max(element for element, _ in current.breakpoints)
+    return max(0, current.tokens[last] - cached)
 
 
 def from_opening(tokens: int, cache: PromptCacheConfig) -> CounterfactualCache:

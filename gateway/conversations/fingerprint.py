@@ -3,9 +3,9 @@
 A provider caches prompt prefixes, so what matters of two requests is how long a prefix they share. The
 elements of a prompt are its tool definitions (first: a change of tools changes everything after them),
 then its messages (chat messages, or the Responses items as the adapter shows them), each serialised as
-JSON. ``hashes[i]`` is a chained sha256 (8 bytes) of elements ``0..i`` and ``tokens[i]`` the prompt
-tokens of that prefix, so the longest shared prefix of two chains is read off by comparing hashes, and
-no text is kept.
+JSON without its ``cache_control`` marks. ``hashes[i]`` is a chained sha256 (8 bytes) of elements
+``0..i`` and ``tokens[i]`` the prompt tokens of that prefix, so the longest shared prefix of two chains
+is read off by comparing hashes, and no text is kept.
 
 A provider with an explicit cache (Anthropic's ``cache_control``) caches only the prefixes that end at a
 breakpoint: such a chain also says which elements carry one, and for how long (``breakpoints``); the
@@ -81,12 +81,12 @@ def chain_of(
     the counter gave them (``per_message`` in the order of ``messages``); ``breakpoints``: the elements
     (0 the tools, ``i + 1`` message ``i``) an explicit cache keeps the prefix of, None for an implicit
     cache."""
-    state = hashlib.sha256(orjson.dumps(tools or []))
+    state = hashlib.sha256(_serialised(tools or []))
     hashes = [state.digest()[:HASH_BYTES]]
     total = tools_tokens
     tokens = [total]
     for message, counted in zip(messages[: MAX_ELEMENTS - 1], per_message, strict=False):
-        data = orjson.dumps(message)
+        data = _serialised(message)
         state.update(len(data).to_bytes(8, "big"))
         state.update(data)
         hashes.append(state.digest()[:HASH_BYTES])
@@ -94,6 +94,25 @@ def chain_of(
         tokens.append(total)
     kept = None if breakpoints is None else tuple(point for point in breakpoints if point[0] < len(tokens))
     return Chain(b"".join(hashes), tuple(tokens), kept)
+
+
+CACHE_MARK = b'"cache_control"'
+
+
+def _serialised(value: Any) -> bytes:
+    """``value`` as JSON, without its ``cache_control`` marks: a breakpoint says where a cached prefix
+    ends, not what it holds, so the message that carried the last request's breakpoint is the same
+    message in the next request, which moves the breakpoint on (as Claude Code does every turn)."""
+    data = orjson.dumps(value)
+    return orjson.dumps(_unmarked(value)) if CACHE_MARK in data else data
+
+
+def _unmarked(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _unmarked(item) for key, item in value.items() if key != "cache_control"}
+    if isinstance(value, list | tuple):
+        return [_unmarked(item) for item in value]
+    return value
 
 
 def opening_of(chain: Chain, messages: Sequence[Mapping[str, Any]]) -> Opening | None:

@@ -39,6 +39,13 @@ async def look_up(
     return Looked(anchor, chain, await store.recall(tenant, anchor, model, name))
 
 
+def rewritten_before(looked: Looked | None) -> bool:
+    """Whether the gateway rewrote the previous request of the conversation ``looked`` read: a request
+    going unchanged after it finds the provider without the prefix the client's own would have left."""
+    state = looked.recalled.state if looked is not None else None
+    return state is not None and state.sent is not None
+
+
 async def counterfactual_of(
     store: ConversationStore, trace: ConversationTrace, looked: Looked | None = None
 ) -> CounterfactualCache:

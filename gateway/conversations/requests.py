@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import structlog
+
 from gateway.config import prompt_cache_of
+from gateway.conversations.pricing import look_up
 from gateway.conversations.recorder import remember_state
 from gateway.conversations.store import ConversationStore
 from gateway.conversations.trace import ConversationTrace, trace_of
-from gateway.planning import Plan
+from gateway.planning import Front, Plan
 from gateway.record import RequestRecord
 from gateway.runtime import Runtime
+
+log = structlog.get_logger("gateway.conversations")
 
 
 def conversation_trace(
@@ -44,6 +49,29 @@ def tracked(runtime: Runtime, model: str, plan: Plan) -> bool:
     return tokens >= max(cache.min_prefix_tokens, runtime.config.limits.track_conversations_from)
 
 
+async def look_up_before(
+    conversations: ConversationStore,
+    record: RequestRecord,
+    plan: Plan,
+    *,
+    model: str,
+    front: Front,
+    body: dict[str, Any],
+) -> None:
+    """Read the conversation's state as it was before this request (into ``record.looked``), once the
+    request's count is known: a request going unchanged after the gateway rewrote the previous one is
+    priced on it (``gateway.metering.lost_cache``), and its new state carries the strategy on."""
+    await plan.received()
+    if record.looked is not None or plan.count is None or record.tenant is None:
+        return
+    try:
+        record.looked = await look_up(
+            conversations, tenant=record.tenant.name, model=model, front=front, body=body, count=plan.count
+        )
+    except Exception:  # only an estimate's input: the request goes on as if nothing were known
+        log.exception("conversation_look_up_failed", request_id=record.request_id)
+
+
 async def remember_request(
     conversations: ConversationStore,
     runtime: Runtime,
@@ -54,6 +82,8 @@ async def remember_request(
     """Write the conversation's new state while the upstream answers, so that the next turn (an agent's
     comes the moment this one is answered) finds it (``gateway.conversations.recorder``)."""
     await plan.received()
+    if record.looking is not None:
+        await record.looking
     assert plan.decision is not None
     trace = conversation_trace(runtime, record, plan, body, called_model=plan.decision.model)
     if trace is None:

@@ -44,8 +44,8 @@ class CostEvent:
     counterfactual_cached_tokens: int = 0
     """The cached tokens the counterfactual was priced with (``gateway.conversations.counterfactual``)."""
     counterfactual_basis: str | None = None
-    """How they were known: forwarded, as_sent, conversation, conversation_cold, opening, tenant_share, none,
-    over_window."""
+    """How they were known: forwarded, as_sent, conversation, conversation_cold, conversation_lost, opening,
+    tenant_share, none, over_window."""
     cache_write_tokens: int = 0
     reason: str | None = None
     """Why the cache made the warning band forward or compress the request."""

@@ -222,3 +222,50 @@ def test_an_edited_first_message_is_priced_with_only_the_opening_the_provider_st
         event["counterfactual_cached_tokens"],
         held,
     )
+
+
+def test_a_branch_back_to_before_a_compaction_records_the_cache_the_compaction_cost(
+    savings_gateway: tuple[str, str], mock: httpx.Client, mock_url: str
+) -> None:
+    """The compacted requests never send the early turns as the client has them, so the provider lets
+    that prefix expire while a client forwarding everything keeps it warm (the mock's cache is aged 100 s
+    after each request, its retention being 300 s): a branch back to before the compaction finds the
+    provider cold, and its event records that loss as a negative saving, as the mock bills it."""
+    gateway, tenant = savings_gateway
+    system = {"role": "system", "content": "You answer questions on shipping law. " * 40}
+    prompts = [[system, *messages[1:]] for messages in session()[:14]]
+    branch = [*prompts[5][:-1], {"role": "user", "content": "Back to this point: summarise what we know."}]
+
+    def run(client: openai.OpenAI) -> Any:
+        for messages in prompts:
+            client.chat.completions.create(model="gpt-5.4", messages=messages, max_completion_tokens=50)
+            mock.post("/_control", json={"cache_age_seconds": 100})
+        return client.chat.completions.with_raw_response.create(
+            model="gpt-5.4", messages=branch, max_completion_tokens=50
+        )
+
+    mock.post("/_reset")
+    direct = run(openai.OpenAI(base_url=f"{mock_url}/v1", api_key="unused", max_retries=0)).parse()
+    assert direct.usage is not None
+    unchanged = cost_of(direct.usage.model_dump())
+    mock.post("/_reset")
+    raw = run(openai.OpenAI(base_url=f"{gateway}/v1", api_key=TENANT_KEY, max_retries=0))
+    assert "branches from an earlier turn" in raw.headers["x-gateway-warning"]
+    request_id = raw.headers["x-gateway-request-id"]
+    deadline = time.monotonic() + 20
+    found: list[dict[str, Any]] = []
+    while not found and time.monotonic() < deadline:
+        found = [
+            e for e in events(gateway, tenant, 10_000, timeout=0.5) if request_id in (e["id"], e["parent_id"])
+        ]
+    [event] = [e for e in found if e["id"] == request_id]
+    # kept compacted (the prefix the provider holds now) or sent unchanged, the branch is priced against
+    # the client's own previous request, which forwarding everything would have left warm
+    assert event["counterfactual_basis"] in ("conversation", "conversation_lost"), str(event)
+    spent = sum(int(Decimal(e["cost_usd"]) * 10**9) for e in found)  # its summary calls included
+    claimed = sum(int(Decimal(e["saving_usd"]) * 10**9) for e in found)
+    real = unchanged - spent
+    assert real < 0  # the compaction did cost the branch its cache
+    assert abs(claimed - real) <= 0.1 * abs(real), (claimed, real)
+    assert int(Decimal(raw.headers["x-gateway-saving-usd"]) * 10**9) == claimed
+    assert raw.headers["x-gateway-saving-basis"] == event["counterfactual_basis"]

@@ -53,6 +53,27 @@ def test_fingerprint_a_rewritten_prefix_shares_only_what_precedes_the_change() -
     assert chain(original).shared_tokens(chain(summarised)) == 1000  # the system message only
 
 
+def test_fingerprint_a_breakpoint_moved_on_to_the_next_turn_changes_no_prefix() -> None:
+    """Claude Code marks the last message with ``cache_control`` and moves the mark on the next turn:
+    the marked message is the same message, so the whole previous prompt is shared."""
+    marked = {"type": "ephemeral"}
+    first = [
+        {"role": "user", "content": [{"type": "text", "text": "one", "cache_control": marked}]},
+    ]
+    second = [
+        {"role": "user", "content": [{"type": "text", "text": "one"}]},
+        {"role": "assistant", "content": "two"},
+        {"role": "user", "content": [{"type": "text", "text": "three", "cache_control": marked}]},
+    ]
+    tools = [{"name": "read", "input_schema": {}, "cache_control": marked}]
+    assert (
+        chain(first, tools=tools).shared_tokens(chain(second, tools=[{"name": "read", "input_schema": {}}]))
+        == 1000
+    )
+    other = [{"role": "user", "content": [{"type": "text", "text": "ONE", "cache_control": marked}]}]
+    assert chain(first).shared_tokens(chain(other)) == 0
+
+
 def test_fingerprint_other_tools_share_nothing() -> None:
     messages = conversation(2)
     with_tools = chain(messages, tools=[{"type": "function", "function": {"name": "f"}}])

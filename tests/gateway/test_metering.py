@@ -23,7 +23,7 @@ from gateway.config import GatewayConfig
 from gateway.conversations.counterfactual import Basis, CounterfactualCache
 from gateway.ledger import CostEvent, Ledger, LedgerReader, Period
 from gateway.ledger.schema import LedgerConfig
-from gateway.metering import DEFAULT_MAX_OUTPUT_TOKENS, LedgerRecorder, max_cost_nanos
+from gateway.metering import DEFAULT_MAX_OUTPUT_TOKENS, LedgerRecorder, cost_of, max_cost_nanos
 from gateway.pricing import price
 from gateway.record import RequestRecord, SideCall
 from gateway.sampling.config import PROBE_TENANT
@@ -181,6 +181,33 @@ def test_recorder_forwarded_request_whose_provider_reports_a_cache_saves_nothing
     event = main_event(prompt_tokens=200_000, usage=Usage(200_000, 190_000, 800))
     assert event.cost_nanos == event.counterfactual_nanos and event.saving_nanos == 0
     assert (event.counterfactual_basis, event.counterfactual_cached_tokens) == ("forwarded", 190_000)
+
+
+@pytest.mark.parametrize(
+    ("guess", "cached", "basis", "counterfactual_cached"),
+    [
+        pytest.param(
+            CounterfactualCache(180_000, Basis.CONVERSATION), 4_000, "conversation_lost", 180_000, id="lost"
+        ),
+        pytest.param(
+            CounterfactualCache(180_000, Basis.CONVERSATION), 190_000, "forwarded", 190_000, id="no-loss"
+        ),
+        pytest.param(
+            CounterfactualCache(0, Basis.CONVERSATION_COLD), 4_000, "forwarded", 4_000, id="cold-anyway"
+        ),
+    ],
+)
+def test_recorder_forwarded_after_a_rewrite_records_the_cache_the_rewrite_cost(
+    guess: CounterfactualCache, cached: int, basis: str, counterfactual_cached: int
+) -> None:
+    """Unchanged, after the gateway rewrote the conversation's previous request: priced against the
+    client's own previous request when that would have left more cached (a negative saving, the loss)."""
+    event = main_event(prompt_tokens=200_000, counterfactual=guess, usage=Usage(200_000, cached, 800))
+    assert (event.counterfactual_basis, event.counterfactual_cached_tokens) == (basis, counterfactual_cached)
+    expected = (200_000 - counterfactual_cached) * 2_500 + counterfactual_cached * 250 + 800 * 15_000
+    assert event.counterfactual_nanos == expected
+    assert event.saving_nanos == expected - event.cost_nanos
+    assert (event.saving_nanos < 0) is (basis == "conversation_lost")
 
 
 def test_recorder_unknown_conversation_is_priced_from_the_tenant_share_and_marked() -> None:
@@ -384,3 +411,29 @@ def test_an_estimated_count_is_priced_as_the_provider_would_have_counted_the_unc
 
     exact = main_event(**{**fields, "counts_estimated": False})  # an exact count is the gateway's own
     assert exact.counterfactual_nanos == on_the_estimate and not exact.estimated
+
+
+def test_an_estimated_count_scales_the_cached_and_written_tokens_to_the_providers_count() -> None:
+    """The conversation's fingerprints count tokens the gateway's way: with Claude's estimate 200K and the
+    provider's count 230K, the 170K the unchanged request would have read from the cache are 195.5K of
+    the provider's, and the 30K it would have written (explicit breakpoints) are 34.5K, billed as writes."""
+    guess = CounterfactualCache(170_000, Basis.CONVERSATION, writes=30_000)
+    event = main_event(
+        transformed=True,
+        counterfactual=guess,
+        action="compress",
+        prompt_tokens=200_000,
+        confirmed_tokens=230_000,
+        forwarded_tokens=50_000,
+        usage=Usage(57_500, 40_000, 500),
+        counts_estimated=True,
+    )
+    assert event.counterfactual_cached_tokens == 195_500
+    unchanged = Usage(230_000, 195_500, 500, cache_write_tokens=34_500)
+    assert event.counterfactual_nanos == recorder_cost(unchanged)
+
+
+def recorder_cost(usage: Usage) -> int:
+    cost = cost_of(usage, CONFIG, "gpt-5.4")
+    assert cost is not None
+    return cost.total_nanos
