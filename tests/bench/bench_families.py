@@ -44,7 +44,9 @@ from gateway.pricing import price
 from gateway.responses.counting import count_responses
 from gateway.types import Usage
 from gateway.usage import usage_from_openai
-from tests.bench.bench_savings import (
+from tests.bench.families import CLAUDE, FAMILIES, Family, Step
+from tests.bench.family_checks import present, strings_of, switches, text_of_body
+from tests.bench.savings import (
     CHEAP,
     CLIENT_COMPACTS_AT,
     CLIENT_KEEPS,
@@ -57,8 +59,6 @@ from tests.bench.bench_savings import (
     tokens_of,
     usd,
 )
-from tests.bench.families import CLAUDE, FAMILIES, Family, Step
-from tests.bench.family_checks import present, strings_of, switches, text_of_body
 from tests.factories import shared_counter
 from tests.fixtures.haystack import ProseGenerator
 from tests.mock.anthropic import UPSTREAM_KEY
@@ -320,6 +320,8 @@ class Row:
     asked_expected: int = 0
     switches: int = 0
     actions: dict[str, int] = field(default_factory=dict)
+    bases: dict[str, int] = field(default_factory=dict)
+    """How the ledger knew each request's counterfactual (``counterfactual_basis``), counted."""
     unchanged_failed: int = 0
     client_failed: int = 0
     failures: list[str] = field(default_factory=list)
@@ -445,6 +447,10 @@ def measure(
         row.asked_seen += len(present(step.needs, text))
     row.switches = max((switches(sequence) for sequence in actions.values()), default=0)
     by_id = {event["id"]: event for event in events}
+    for event in events:
+        if event["parent_id"] is None:
+            basis = event["counterfactual_basis"] or "?"
+            row.bases[basis] = row.bases.get(basis, 0) + 1
     window = WINDOWS.get(family.model) if family.window_limited else None
     sides: dict[str, int] = defaultdict(int)
     for event in events:
@@ -537,6 +543,28 @@ def table(rows: list[Row]) -> str:
     return "\n".join(f"| {line} |" for line in lines)
 
 
+def run_families(names: list[str], compress: dict[str, Any], redis_url: str) -> list[Row]:
+    """Each family named, forwarded unchanged, sent by the compacting client and through one gateway."""
+    chosen = [FAMILIES[name] for name in names]
+    suffix = uuid.uuid4().hex[:8]
+    tenants = {f"{family.name}-{suffix}": {"keys": [f"sk-bench-{family.name}-{suffix}"]} for family in chosen}
+    retention = min((family.idle_retention for family in chosen if family.idle_retention), default=300.0)
+    rows = []
+    with (
+        mock_and_gateway(
+            tenants, compress, redis_url, lambda config, mock: configure(config, mock, retention)
+        ) as (mock, gateway),
+        httpx.Client(timeout=600) as client,
+    ):
+        bench = Bench(client, mock, gateway)
+        for family in chosen:
+            begun = time.monotonic()
+            row = bench.run(family, f"sk-bench-{family.name}-{suffix}", f"{family.name}-{suffix}")
+            rows.append(row)
+            print(f"{family.name}: {time.monotonic() - begun:.0f}s", flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -549,27 +577,8 @@ def main() -> None:
         "--compress", default="{}", help='policy compress settings as JSON, e.g. \'{"timing": "eager"}\''
     )
     args = parser.parse_args()
-    chosen = [FAMILIES[name] for name in args.families.split(",")]
-    suffix = uuid.uuid4().hex[:8]
-    tenants = {f"{family.name}-{suffix}": {"keys": [f"sk-bench-{family.name}-{suffix}"]} for family in chosen}
-    retention = min((family.idle_retention for family in chosen if family.idle_retention), default=300.0)
     started = time.monotonic()
-    rows = []
-    with (
-        mock_and_gateway(
-            tenants,
-            orjson.loads(args.compress),
-            args.redis_url,
-            lambda config, mock: configure(config, mock, retention),
-        ) as (mock, gateway),
-        httpx.Client(timeout=600) as client,
-    ):
-        bench = Bench(client, mock, gateway)
-        for family in chosen:
-            begun = time.monotonic()
-            row = bench.run(family, f"sk-bench-{family.name}-{suffix}", f"{family.name}-{suffix}")
-            rows.append(row)
-            print(f"{family.name}: {time.monotonic() - begun:.0f}s", flush=True)
+    rows = run_families(args.families.split(","), orjson.loads(args.compress), args.redis_url)
     print(table(rows))
     print("\ntargets: " + "\n         ".join(TARGETS))
     for row in rows:

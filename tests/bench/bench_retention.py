@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import orjson
 
-from tests.bench.bench_savings import ANSWER_TOKENS, mock_and_gateway, text_of, tokens_of
+from tests.bench.savings import ANSWER_TOKENS, mock_and_gateway, text_of, tokens_of
 from tests.fixtures.haystack import ProseGenerator
 
 TURNS = 40

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import orjson
 
-from tests.bench.bench_savings import ANSWER_TOKENS, TOOLS, long_chat, text_of, tokens_of
+from tests.bench.savings import ANSWER_TOKENS, TOOLS, long_chat, text_of, tokens_of
 from tests.fixtures.haystack import ProseGenerator
 from tests.mock.anthropic import signature_for
 

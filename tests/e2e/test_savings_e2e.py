@@ -269,3 +269,30 @@ def test_a_branch_back_to_before_a_compaction_records_the_cache_the_compaction_c
     assert abs(claimed - real) <= 0.1 * abs(real), (claimed, real)
     assert int(Decimal(raw.headers["x-gateway-saving-usd"]) * 10**9) == claimed
     assert raw.headers["x-gateway-saving-basis"] == event["counterfactual_basis"]
+
+
+def test_a_history_past_the_models_window_claims_no_saving(
+    tmp_path: Path, mock: httpx.Client, mock_url: str, redis_url: str
+) -> None:
+    """Forwarding it unchanged was impossible (the provider refuses a prompt past the window, unbilled):
+    the event says so (``over_window``) and claims nothing, its counterfactual being its own cost."""
+    tenant = f"window-{int(time.time() * 1000)}"
+    config = savings_config(mock_url, tenant)
+    config["models"]["gpt-5.4"]["context_window"] = 12_000
+    config["policies"]["bands"]["gpt-5.4"] = {"warning_tokens": 6000, "cliff_tokens": 9000}
+    path = write_config(tmp_path / "gateway.yaml", config)
+    messages = session()[19]  # about 17K tokens: past the 12K window
+    mock.post("/_reset")
+    with gateway_process(path, redis_url, tmp_path) as gateway:
+        through = openai.OpenAI(base_url=f"{gateway}/v1", api_key=TENANT_KEY, max_retries=0)
+        raw = through.chat.completions.with_raw_response.create(
+            model="gpt-5.4", messages=messages, max_completion_tokens=50
+        )
+        assert int(raw.headers["x-gateway-prompt-tokens"]) > 12_000
+        assert raw.headers["x-gateway-action"] in ("compress", "retrieve")
+        request_id = raw.headers["x-gateway-request-id"]
+        stored = events(gateway, tenant, 1)
+    [event] = [e for e in stored if e["id"] == request_id]
+    assert event["counterfactual_basis"] == "over_window"
+    assert event["saving_usd"] == "0.000000000" and event["counterfactual_usd"] == event["cost_usd"]
+    assert raw.headers["x-gateway-saving-basis"] == "over_window"
