@@ -62,13 +62,17 @@ class Cluster:
         return self.replicas[self.masters.index(master)]
 
     @contextmanager
-    def paused(self, node: Node) -> Iterator[None]:
+    def paused(self, node: Node, *, cut_from: Node | None = None) -> Iterator[None]:
         """The node's server stopped (``SIGSTOP``: alive, answering nobody, acknowledging no replication)
-        until the block ends."""
+        until the block ends. ``cut_from``: its master, which then drops the replication link, so that
+        nothing written meanwhile waits for the replica in its socket (as when the link is lost)."""
         with node.client() as client:
             pid = int(client.info("server")["process_id"])
         os.kill(pid, signal.SIGSTOP)
         try:
+            if cut_from is not None:
+                with cut_from.client() as client:
+                    client.execute_command("CLIENT", "KILL", "TYPE", "replica")
             yield
         finally:
             os.kill(pid, signal.SIGCONT)

@@ -10,6 +10,11 @@ keeps responses (30 days by default).
 A response still running upstream (``background: true``) is remembered with what its cost event needs
 (``Pending``) and queued in one sorted set, ``gw:responses:pending``, scored by when to look at it next
 (``gateway.responses.pending`` settles it).
+
+On a Redis Cluster every write ends with ``WAIT`` (``gateway.replication``): a value a master took but no
+replica confirmed is also kept by ``UnwrittenResponses`` and written again until a replica confirms a
+write (or, after ``CONFIRM_SECONDS`` without one, counts as written on its live master), so that a master
+killed before passing it on does not take it with it.
 """
 
 from __future__ import annotations
@@ -94,12 +99,22 @@ WRITE_SECONDS = 2.0
 pass (a cluster failing over, a busy machine); after that the value is kept by ``UnwrittenResponses`` (on
 disk and in the process) and written from there."""
 RETRY_PAUSES = (0.05, 0.1, 0.2, 0.4, 0.8)
+CONFIRM_SECONDS = 30.0
+"""On a Redis Cluster: how long values a master took but no replica confirmed are written again (a master
+killed before passing them on would lose them) before they count as written without a replica."""
 
 _CLAIM = """
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 for _, member in ipairs(due) do redis.call('ZADD', KEYS[1], ARGV[3], member) end
 return due
 """
+
+
+LAGGING = "no replica confirmed the write"
+
+
+class Lagging(Exception):
+    """The write went to a cluster master, but no replica confirmed it within the wait."""
 
 
 class ResponseMemory:
@@ -121,6 +136,8 @@ class ResponseMemory:
         self._ttl = ttl_seconds
         self.unwritten = UnwrittenResponses(spool_dir, self._write_held)
         self.unreplicated = 0
+        self._lagging_since: float | None = None
+        """When replicas stopped confirming the values written (None: they confirm)."""
 
     def start(self) -> None:
         self.unwritten.start()
@@ -156,6 +173,10 @@ class ResponseMemory:
             error = await self._write_within(key, encoded, queue)
             if error is None:
                 return True
+            if error == LAGGING:  # on a live master only: kept until a replica confirms a write again
+                if value.pending is None and not self._confirmed(False, 1):
+                    self.unwritten.hold(tenant, response_id, encoded, self._ttl * 1000)
+                return True
             log.warning("response_memory_unavailable", error=error)
         if value.pending is not None:
             return False
@@ -166,11 +187,14 @@ class ResponseMemory:
         """Write ``value`` (and the queue entry), trying again while that may help, for ``WRITE_SECONDS``
         at most; the last error, or None once written."""
         with anyio.move_on_after(WRITE_SECONDS):
-            failure = await pipelined.retried(
-                lambda: self._write_one(key, value, queue),
-                RETRY_PAUSES,
-                before_retry=lambda: refresh_topology(self._redis),
-            )
+            try:
+                failure = await pipelined.retried(
+                    lambda: self._write_one(key, value, queue),
+                    RETRY_PAUSES,
+                    before_retry=lambda: refresh_topology(self._redis),
+                )
+            except Lagging:
+                return LAGGING
             return None if failure is None else describe(failure)
         return "timeout"
 
@@ -181,7 +205,9 @@ class ResponseMemory:
             pipe.set(key, value, ex=self._ttl)
             add_waits(pipe, nodes_to_confirm(self._redis, [key]))
             replies = await pipelined.execute_checked(pipe)
-        self.unreplicated += unconfirmed(replies[2 if queue is not None else 1 :])
+        if unconfirmed(replies[2 if queue is not None else 1 :]):
+            raise Lagging()
+        self._lagging_since = None
 
     async def _write_held(self, items: Sequence[tuple[str, str, bytes, int]]) -> int:
         """Write values kept aside, in one round trip; how many, from the first, were written."""
@@ -195,12 +221,29 @@ class ResponseMemory:
             replies = (await pipelined.execute(pipe)).values
         if any(pipelined.is_failure(reply) for reply in replies[len(items) :]):
             return 0  # a replica's acknowledgement failed: the node may have died with the writes
+        if not self._confirmed(unconfirmed(replies[len(items) :]) == 0, len(items)):
+            return 0  # on a live master only: written again until a replica confirms them
         written = 0
         for reply in replies[: len(items)]:
             if pipelined.is_failure(reply):
                 break
             written += 1
         return written
+
+    def _confirmed(self, confirmed: bool, values: int) -> bool:
+        """Whether written values count as written: a replica has them, or none has confirmed any write
+        for ``CONFIRM_SECONDS`` (then they count as on a single Redis, and are logged)."""
+        if confirmed:
+            self._lagging_since = None
+            return True
+        now = time.monotonic()
+        if self._lagging_since is None:
+            self._lagging_since = now
+        if now - self._lagging_since < CONFIRM_SECONDS:
+            return False
+        self.unreplicated += values
+        log.warning("response_memory_unreplicated", values=values)
+        return True
 
     async def recall(self, tenant: str, response_id: object) -> Remembered | None:
         if not isinstance(response_id, str) or not response_id or len(response_id) > MAX_ID_LENGTH:

@@ -4,6 +4,7 @@ it on loses nothing, and nothing is counted twice."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -17,18 +18,24 @@ from gateway.ledger.event import CostEvent
 from gateway.ledger.schema import LedgerConfig
 from gateway.ledger.writer import Ledger
 from gateway.lifespan import redis_client
+from gateway.responses.memory import Remembered, ResponseMemory, response_key
 from tests.cluster import Cluster, Node, names_on_every_master, redis_cluster
 from tests.e2e.ledger_helpers import wait_until
 from tests.gateway.test_ledger_event import NOV_30_NOON, make_event
 
 EVENTS = 40
 CONFIG = LedgerConfig(probe_interval_seconds=0.1, write_timeout_seconds=3.0, linger_seconds=0.001)
+NODE_TIMEOUT_MS = 4_000
+"""Longer than a test keeps a replica paused: a replica the cluster marks failed is left out of the
+masters' replicas, and a write to a master without one has nothing to wait for."""
 PERIOD = Period(NOV_30_NOON - 1000, NOV_30_NOON + EVENTS * 1000 + 1000)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with redis_cluster(tmp_path_factory.mktemp("lag"), masters=3, replicas_per_master=1) as started:
+    with redis_cluster(
+        tmp_path_factory.mktemp("lag"), masters=3, replicas_per_master=1, node_timeout_ms=NODE_TIMEOUT_MS
+    ) as started:
         yield started
 
 
@@ -129,27 +136,68 @@ async def test_unconfirmed_events_at_close_are_spooled_and_replayed_once(
 
 
 @pytest.mark.anyio
-async def test_a_master_killed_before_its_replica_had_the_batch_loses_no_event(
+async def test_a_remembered_response_no_replica_confirmed_is_written_again_until_one_does(
+    cluster: Cluster, client: RedisCluster, tmp_path: Path
+) -> None:
+    master = cluster.masters[1]
+    tenant = tenant_on(cluster, master, f"resp-{time.time_ns()}")
+    memory = ResponseMemory(client, spool_dir=tmp_path)  # type: ignore[arg-type]
+    memory.start()
+    try:
+        with cluster.paused(cluster.replica_of(master)):
+            for number in range(5):
+                assert await memory.remember(tenant, f"resp_{number}", Remembered("mock", "gpt-5.4", 10, 2))
+            assert len(memory.unwritten) == 5  # on the master only: kept, and written again
+
+        async def confirmed() -> str | None:
+            return None if len(memory.unwritten) == 0 else f"{len(memory.unwritten)} values held"
+
+        await wait_until(confirmed, timeout=30)
+        assert memory.unreplicated == 0
+        for number in range(5):
+            assert await memory.recall(tenant, f"resp_{number}") == Remembered("mock", "gpt-5.4", 10, 2)
+    finally:
+        await memory.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_master_killed_before_its_replica_had_the_writes_loses_no_event_and_no_response(
     cluster: Cluster, client: RedisCluster, tmp_path: Path
 ) -> None:
     """Last in this module: the master it kills stays dead."""
     master = cluster.masters[2]
     tenant = tenant_on(cluster, master, f"kill-{time.time_ns()}")
     events = batch(tenant)
-    async with Ledger(client, spool_dir=tmp_path, config=CONFIG) as ledger:  # type: ignore[arg-type]
-        with cluster.paused(cluster.replica_of(master)):
-            await record_all(ledger, events)
-            assert ledger.stats().unconfirmed == EVENTS
-            cluster.kill(master)  # the replica never got the batch: the promoted one lacks it
-        cluster.wait_healthy(without=[master])
+    memory = ResponseMemory(client, spool_dir=tmp_path / "responses")  # type: ignore[arg-type]
+    memory.start()
+    remembered = Remembered("mock", "gpt-5.4", 10, 2)
+    ids = [f"resp_{number}" for number in range(5)]
+    try:
+        async with Ledger(client, spool_dir=tmp_path / "ledger", config=CONFIG) as ledger:  # type: ignore[arg-type]
+            with cluster.paused(cluster.replica_of(master), cut_from=master):
+                for event in events:
+                    ledger.record(event)
+                written = [memory.remember(tenant, response_id, remembered) for response_id in ids]
+                _, *kept = await asyncio.gather(ledger.drain(), *written)
+                assert all(kept)
+                assert ledger.stats().unconfirmed == EVENTS
+                cluster.kill(master)  # the replica never got them: the promoted one lacks them
+            cluster.wait_healthy(without=[master])
 
-        async def all_there() -> str | None:
-            try:
-                found = await ledger_ids(client, tenant)
-            except (RedisError, RedisClusterException) as exc:  # the client still learning the new master
-                return f"ledger unreadable: {exc!r}"
-            if sorted(found) == sorted(event.id for event in events) and ledger.stats().unconfirmed == 0:
-                return None
-            return f"{len(found)} of {EVENTS} events in the ledger, {ledger.stats().unconfirmed} unconfirmed"
+            async def all_there() -> str | None:
+                try:
+                    found = await ledger_ids(client, tenant)
+                    stored = [await client.get(response_key(tenant, response_id)) for response_id in ids]
+                except (RedisError, RedisClusterException) as exc:  # the client still learning the new master
+                    return f"unreadable: {exc!r}"
+                left = ledger.stats().unconfirmed
+                if sorted(found) == sorted(event.id for event in events) and left == 0 and all(stored):
+                    return None
+                in_redis = sum(1 for value in stored if value)
+                return (
+                    f"{len(found)} of {EVENTS} events, {left} unconfirmed; {in_redis} of {len(ids)} responses"
+                )
 
-        await wait_until(all_there, timeout=60)
+            await wait_until(all_there, timeout=60)
+    finally:
+        await memory.aclose()
