@@ -431,6 +431,28 @@ async def test_compression_failure_with_on_failure_reject_answers_503(
     assert upstream.main == []
 
 
+@pytest.mark.anyio
+async def test_compression_that_cannot_reach_its_target_is_a_400_never_a_503_to_retry(
+    tmp_path: Path, redis_url: str, tenant_name: str
+) -> None:
+    """The last user message alone is over the target: it fails the same way every time, so the answer
+    is the 400 clients shorten their conversation on, not a 503 their SDKs retry."""
+    paragraph = "the quick brown fox jumps over the lazy dog and keeps running far away " * 5
+    pasted = "\n\n".join(f"{index}: {paragraph}" for index in range(2700))
+    messages = [*history(60)[:-1], {"role": "user", "content": pasted}]
+    assert 250_000 <= tokens_of(messages) < 272_000  # in the warning band: compress
+    upstream = Upstream(default="good")
+    config = compression_config(tenant_name, on_failure="reject", **ONE_CALL)
+    async with serving(tmp_path, redis_url, upstream, config) as served:
+        response = await served.chat(messages)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "context_length_exceeded"
+    assert "over the target of 75000" in error["message"] and "the request cannot be cut" in error["message"]
+    assert "retry" not in error["message"]
+    assert upstream.main == []
+
+
 # --- tool calls --------------------------------------------------------------------------------------
 
 
