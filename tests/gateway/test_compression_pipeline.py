@@ -453,6 +453,38 @@ async def test_compression_that_cannot_reach_its_target_is_a_400_never_a_503_to_
     assert upstream.main == []
 
 
+@pytest.mark.anyio
+async def test_a_compression_that_failed_leaves_no_reason_on_the_forwarded_request(
+    tmp_path: Path, redis_url: str, tenant_name: str
+) -> None:
+    """Deferred timing plans the compression with a reason ("compressed: ..."); the cheap model fails and
+    the request goes as it stands: the reason would describe what did not happen."""
+    upstream = Upstream(default="error")
+    config = compression_config(tenant_name, on_failure="forward", timing="deferred", **ONE_CALL)
+    async with serving(tmp_path, redis_url, upstream, config) as served:
+        response = await served.chat(history(260))
+    assert response.status_code == 200, response.text
+    assert response.headers["x-gateway-action"] == "forward"
+    assert "compress failed" in response.headers["x-gateway-warning"]
+    assert "x-gateway-reason" not in response.headers
+    assert upstream.cheap  # the compression was tried
+
+
+@pytest.mark.anyio
+async def test_an_over_cliff_request_that_compressing_settled_proposes_nothing(
+    tmp_path: Path, redis_url: str, tenant_name: str
+) -> None:
+    """Over the cliff the band's action is retrieve, after compressing when history is the bulk; compressing
+    alone brought it under its target. Enforce mode did what it did: nothing is proposed."""
+    upstream = Upstream(default="good")
+    async with serving(tmp_path, redis_url, upstream, compression_config(tenant_name, **ONE_CALL)) as served:
+        response = await served.chat(history(300))
+    assert response.status_code == 200, response.text
+    assert int(response.headers["x-gateway-prompt-tokens"]) > 272_000
+    assert response.headers["x-gateway-action"] == "compress"
+    assert "x-gateway-proposed-action" not in response.headers
+
+
 # --- tool calls --------------------------------------------------------------------------------------
 
 
