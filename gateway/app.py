@@ -96,6 +96,7 @@ def mount_routes(app: FastAPI) -> None:
     add("/api/event_logging/batch", messages_routes.event_logging, methods=["POST"])
     add("/v1/models", messages_routes.models, methods=["GET"])  # Anthropic's list to Anthropic clients
     add("/v1/models/{model:path}", messages_routes.model, methods=["GET"])
+    add("/", routes.root, methods=["GET"])  # HEAD too: Starlette answers it for every GET route
     add("/healthz", routes.healthz, methods=["GET"])
     add("/readyz", routes.readyz, methods=["GET"])
     add("/metrics", scrape_metrics, methods=["GET"])

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gateway.errors import UpstreamError, UpstreamExhausted, UpstreamInvalidAnswer
+from gateway.errors import ProviderKeyRefused, UpstreamError, UpstreamExhausted, UpstreamInvalidAnswer
 from gateway.record import TIMEOUT, RequestRecord, SideCall
 from gateway.upstream import TimedOut
 
 
 def note_upstream_failure(record: RequestRecord, exc: UpstreamError) -> None:
-    """The attempts a failed upstream call made and, when all failed, why each did."""
+    """The attempts a failed upstream call made and, when all failed (or the provider refused the gateway's
+    key), why."""
     if exc.attempts:
         record.attempts = exc.attempts
         record.retries = exc.attempts - 1
-    if isinstance(exc, UpstreamExhausted | UpstreamInvalidAnswer):
+    if isinstance(exc, UpstreamExhausted | UpstreamInvalidAnswer | ProviderKeyRefused):
         record.error_detail = exc.message
 
 

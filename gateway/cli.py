@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -23,7 +24,31 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in COMMANDS:
         register(subparsers)
+    _plain_help(parser)
     return parser
+
+
+_MODULE_REFERENCE = re.compile(r"\s*\(``gateway\.[\w.]+``\)")
+_LITERAL = re.compile(r"``(.+?)``", re.DOTALL)
+
+
+def plain(text: str | None) -> str | None:
+    """Help text written as a docstring, for a terminal: reST literals (````x````) as plain text, and the
+    parenthesised names of the gateway's own modules, which only a reader of the code can follow, left out."""
+    if text is None:
+        return None
+    return _LITERAL.sub(r"\1", _MODULE_REFERENCE.sub("", text))
+
+
+def _plain_help(parser: argparse.ArgumentParser) -> None:
+    """Every command's description (its module's docstring) and option help, as ``plain`` text."""
+    parser.description = plain(parser.description)
+    parser.epilog = plain(parser.epilog)
+    for action in parser._actions:
+        action.help = plain(action.help)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in set(action.choices.values()):
+                _plain_help(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

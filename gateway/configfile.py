@@ -20,6 +20,14 @@ from gateway.runtime import build_engine
 from policies import PolicyConfigError
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
+_NOT_A_REFERENCE = re.compile(r"\$\{(?![A-Za-z_][A-Za-z0-9_]*(?::-.*?)?\})")
+"""``${`` that starts no ``${VAR}`` or ``${VAR:-default}`` (``${{VAR}}``, ``${VAR``): it would be taken as
+text, a key or URL that silently does not work."""
+_NOT_A_REFERENCE_TEXT = "`${` must start ${VAR} or ${VAR:-default} (an environment variable)"
+_NOT_A_KEY = (
+    "a mapping or list where a key was expected: `{{...}}` is YAML for a mapping inside a mapping; "
+    "to read an environment variable write ${VAR}"
+)
 
 
 class ConfigError(ValueError):
@@ -58,6 +66,9 @@ class _Builder:
         if isinstance(node, yaml.MappingNode):
             result: dict[Any, Any] = {}
             for key_node, value_node in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):  # ``{{VAR}}``: a mapping used as a key
+                    self.problems.append(f"{self.where(key_node)}: {_NOT_A_KEY}")
+                    continue
                 key = self.build(key_node)
                 if key in result:
                     self.problems.append(f"{self.where(key_node)}: duplicate key {key!r}")
@@ -70,6 +81,9 @@ class _Builder:
             yaml.SafeLoader(b"").construct_object(node) if node.tag != "tag:yaml.org,2002:str" else node.value
         )
         if isinstance(value, str) and "${" in value:
+            if _NOT_A_REFERENCE.search(value):
+                self.problems.append(f"{self.where(node)}: {_NOT_A_REFERENCE_TEXT}")
+                return ""
             try:
                 return interpolate(value, self.env)
             except KeyError as exc:

@@ -16,6 +16,7 @@ GatewayError (500, api_error)
 ├── ServiceUnavailable (503, service_unavailable)
 └── UpstreamError (502, upstream_error)
     ├── UpstreamRejected        a non-retryable upstream answer, passed through as is
+    ├── ProviderKeyRefused      code=provider_key_refused: a provider's 401 to the gateway's own key
     ├── UpstreamInvalidAnswer   code=upstream_invalid_response: a success that is not the JSON it must be
     └── UpstreamExhausted       every attempt and fallback failed; causes attached
 """
@@ -153,6 +154,17 @@ class UpstreamRejected(UpstreamError):
 
     def body(self) -> bytes:
         return self.raw_body
+
+
+class ProviderKeyRefused(UpstreamError):
+    """The provider answered 401 to the gateway's key for it (wrong, revoked or not configured).
+
+    Not passed through: the client's key was accepted, and a 401 would make its SDK say that *its* key
+    was refused (``openai.AuthenticationError``). This is the gateway's configuration failing, answered as
+    a bad gateway (502), the way OpenRouter answers a provider's failure; the provider's body stays out of
+    the answer (OpenAI's echoes part of the key it refused)."""
+
+    default_code = "provider_key_refused"
 
 
 class UpstreamInvalidAnswer(UpstreamError):

@@ -59,7 +59,7 @@ from gateway.tokens.counter import TokenCount
 from gateway.transforms import CompressorTransforms
 from gateway.types import Tenant
 from gateway.upstream import Exchange, UpstreamPool, send
-from policies import Decision
+from policies import Action, Decision
 from policies.facts import CacheFacts
 
 if TYPE_CHECKING:
@@ -292,7 +292,11 @@ class Pipeline:
         record.warnings = (*decision.warnings, *record.warnings)  # the budget's, taken while planning
         record.above_cliff = decision.above_cliff
         record.reason = decision.reason
-        if decision.proposed is not decision.action:
+        # x-gateway-proposed-action: observe mode or passthrough sent the request unchanged although the
+        # band's action is another. In enforce mode the headline may differ from the band's action too (an
+        # over-cliff retrieve that compressing alone settled): that was done, not proposed.
+        forwarded = decision.action is Action.FORWARD and decision.proposed is not Action.FORWARD
+        if (decision.observe or decision.passthrough) and forwarded:
             record.proposed_action = decision.proposed.value
 
     def after_response(self, runtime: Runtime, record: RequestRecord, plan: Plan) -> None:

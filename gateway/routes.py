@@ -15,6 +15,7 @@ from starlette.responses import Response
 from gateway import forwarded
 from gateway.echo import echoed
 from gateway.errors import AuthenticationFailed, GatewayError, NotFound, PermissionDenied, RouteNotFound
+from gateway.request_ids import client_request_id, new_request_id
 from gateway.types import Tenant
 
 if TYPE_CHECKING:
@@ -83,6 +84,19 @@ async def healthz(request: Request) -> Response:
     return json_response({"status": "ok"})
 
 
+async def root(request: Request) -> Response:
+    """``GET``/``HEAD /``: what a load balancer's default check and a curious person try first."""
+    return json_response({"status": "ok", "health": "/healthz", "ready": "/readyz"})
+
+
+def stamp_request_ids(request: Request) -> dict[str, str]:
+    """The ids every answer carries (``x-gateway-request-id``, ``x-request-id``), for a request the pipeline
+    does not record (a model list); set on the request's state, so that its errors carry them too."""
+    request.state.request_id = request_id = new_request_id()
+    request.state.client_request_id = incoming = client_request_id(request.headers)
+    return {"x-gateway-request-id": request_id, "x-request-id": incoming or request_id}
+
+
 async def readyz(request: Request) -> Response:
     """Ready while the config is loaded and cost events can be written (``gateway.readiness``)."""
     verdict = await state_of(request).readiness.verdict()
@@ -94,7 +108,9 @@ async def require_admin(request: Request) -> None:
     """Admin routes need GATEWAY_ADMIN_KEY; when it is unset they are disabled."""
     admin_key = state_of(request).settings.admin_key
     if not admin_key:
-        raise PermissionDenied("Admin routes are disabled: set GATEWAY_ADMIN_KEY to enable them.")
+        raise PermissionDenied(
+            "Admin routes are disabled: set GATEWAY_ADMIN_KEY to enable them.", code="admin_disabled"
+        )
     presented = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
     presented = presented or request.headers.get("x-admin-key", "")
     if not hmac.compare_digest(presented.encode(), admin_key.encode()):

@@ -17,6 +17,9 @@ import yaml
 from gateway.config import GatewayConfig, key_digest
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
+RUN_SCRIPT_KEY = "DEFAULT_TENANT_KEY"
+"""The variable ``./bin/run`` makes (kept in ``<data dir>/default-tenant-key``) and exports when it is unset:
+a shell without it is no sign that the gateway ``./bin/run`` starts will lack it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +59,21 @@ def startup_notices(config: GatewayConfig, text: str | None = None) -> list[Noti
             message = f"tenant {name}: {len(empty)} of its {len(tenant.keys)} keys are empty{unset}"
         notices.append(Notice("warning", "tenant_key_empty", message, fields))
     return notices
+
+
+def admin_notice(admin_key_set: bool) -> Notice:
+    """Whether the admin routes (``/admin/*``: config, costs, behaviour maps, experiments) answer."""
+    text = (
+        "admin routes on: /admin/* with GATEWAY_ADMIN_KEY"
+        if admin_key_set
+        else "admin routes off: set GATEWAY_ADMIN_KEY to turn on /admin/* (config, costs, reports)"
+    )
+    return Notice("info", "admin_routes", text, {"enabled": admin_key_set})
+
+
+def made_by_run_script(notice: Notice) -> bool:
+    """A tenant's keys all empty only for want of ``DEFAULT_TENANT_KEY``, which ``./bin/run`` makes."""
+    return notice.event == "tenant_key_empty" and notice.fields["variables"] == [RUN_SCRIPT_KEY]
 
 
 def _written_keys(text: str | None) -> dict[str, dict[int, str]]:

@@ -159,7 +159,7 @@ class CompressorTransforms:
                 **options,
             )
         except ValueError as exc:  # e.g. a cheap model whose window is too small to summarise in
-            raise TransformFailed(f"the summary settings do not work: {exc}") from exc
+            raise TransformFailed(f"the summary settings do not work: {exc}", lasting=True) from exc
 
     def summarizer(self, settings: SummarySettings, tenant: str, counter: ModelTokens) -> SummarizeOldTurns:
         return SummarizeOldTurns(
@@ -177,8 +177,10 @@ class CompressorTransforms:
             result = await self.summarizer(settings, facts.tenant, counter).compress(
                 messages, settings, tokens_before=decision.tokens
             )
-        except (SummaryFailed, CannotCompress) as exc:
+        except SummaryFailed as exc:  # the cheap model failed: that may pass
             raise TransformFailed(str(exc)) from exc
+        except CannotCompress as exc:  # what must stay verbatim is over the target: it will be next time too
+            raise TransformFailed(str(exc), lasting=True) from exc
         return list(result.messages)
 
     async def _retrieve(
@@ -198,7 +200,7 @@ class CompressorTransforms:
                 embedding_model=rs.embedding_model or "",
             )
         except ValueError as exc:
-            raise TransformFailed(f"the retrieval settings do not work: {exc}") from exc
+            raise TransformFailed(f"the retrieval settings do not work: {exc}", lasting=True) from exc
         retriever = self._retrievers.get((facts.tenant, settings)) or self._keep(facts.tenant, settings)
         # the embedder bills its calls to this request; the retriever (and its indexes in memory) lives on
         embedder = (

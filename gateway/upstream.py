@@ -2,7 +2,8 @@
 
 Classification, made once here:
 - retryable: connect errors, timeouts and other transport errors, 429, 500, 502, 503, 504;
-- rejected: any other 4xx, passed through with the upstream's status and body;
+- rejected: any other 4xx, passed through with the upstream's status and body, but a 401: that is the
+  provider refusing the gateway's own key, answered as a 502 that says so (``ProviderKeyRefused``);
 - exhausted: every attempt on every candidate failed; the last upstream answer is passed through.
 """
 
@@ -25,7 +26,7 @@ from tenacity.wait import wait_base
 from gateway.config import ProviderConfig
 from gateway.errors import UpstreamExhausted, UpstreamInvalidAnswer, UpstreamRejected
 from gateway.runtime import Route
-from gateway.upstream_failures import AttemptFailure, describe, summarise
+from gateway.upstream_failures import AttemptFailure, describe, key_refused, summarise
 from gateway.upstream_headers import upstream_headers
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -254,6 +255,12 @@ async def send(
             causes.append(exc)
         except UpstreamRejected as exc:
             exc.attempts = counter.count
+            if exc.status_code == 401:
+                refused = key_refused(
+                    exc, provider=route.provider_name, key_configured=bool(route.provider.api_key)
+                )
+                refused.attempts = counter.count
+                raise refused from exc
             raise
         else:
             exchange.timed_out = tuple(timed_out)

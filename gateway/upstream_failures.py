@@ -12,8 +12,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import httpx
+import orjson
+import structlog
 
-from gateway.errors import UpstreamRejected
+from gateway.errors import ProviderKeyRefused, UpstreamRejected
+
+log = structlog.get_logger("gateway.upstream")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,45 @@ def summarise(failures: Sequence[AttemptFailure]) -> str:
             parts.append(f"{previous} ({repeats} times)" if repeats > 1 else str(previous))
         previous, repeats = failure, 1
     return "; ".join(parts)
+
+
+def key_refused(rejected: UpstreamRejected, *, provider: str, key_configured: bool) -> ProviderKeyRefused:
+    """The provider's 401 as what it is: its answer to the gateway's key, not to the client's (logged, with
+    the provider's own error code; never its message, which may quote part of the key)."""
+    upstream_code = _error_code(rejected.raw_body)
+    log.warning(
+        "provider_key_refused",
+        provider=provider,
+        status=rejected.status_code,
+        upstream_code=upstream_code,
+        key_configured=key_configured,
+    )
+    answer = f"{rejected.status_code} {upstream_code}".strip()
+    why = (
+        f"refused the gateway's API key for it ({answer})"
+        if key_configured
+        else f"answered {answer}: the gateway has no API key configured for it"
+    )
+    return ProviderKeyRefused(
+        f"The provider {provider!r} {why}. Your own key was accepted: this is the gateway's configuration, "
+        f"for its operator to fix (providers.{provider}.api_key)."
+    )
+
+
+def _error_code(body: bytes) -> str:
+    """The code (else type) of a provider's error body, OpenAI's or Anthropic's shape; "" if none."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return ""
+    error = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(error, dict):
+        return ""
+    for field in ("code", "type"):
+        value = error.get(field)
+        if isinstance(value, str) and value.isprintable() and len(value) <= 64:
+            return value
+    return ""
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:

@@ -101,8 +101,8 @@ def _detail(
         ]
         kept = "; ".join(extra for extra in extras if extra)
         return (
-            f"{when}summarise old turns with {compress.cheap_model or bands.model}, aiming at "
-            f"{compress.target_tokens} tokens: the recent {compress.keep_recent_tokens} tokens verbatim "
+            f"{when}summarise old turns with {compress.cheap_model or bands.model} into a request of at "
+            f"most {compress.target_tokens} tokens: the recent {compress.keep_recent_tokens} tokens verbatim "
             f"(at least {compress.keep_recent_turns} turns; tool outputs excerpted above "
             f"{compress.keep_recent_max_tokens}){'; ' + kept if kept else ''}; reused up to "
             f"{compress.accept_tokens} tokens; on failure {compress.on_failure}"

@@ -124,7 +124,8 @@ def _plan_retrieve(decision: Decision, warning: str) -> Decision:
 
 def _send(decision: Decision, *warnings: str, exhausted: bool = False) -> Decision:
     """Send the request as it stands to ``decision.model`` (the caller checked the invariant, or found
-    the request ``exhausted`` with a policy that forwards it then)."""
+    the request ``exhausted`` with a policy that forwards it then). Sent with no transform applied, it
+    keeps no ``reason``: that said why a transform was planned, and none ran."""
     above = decision.tokens > decision.bands.cliff
     if above:
         why = "on_exhausted: forward, nothing left to cut" if exhausted else "allow_over_cliff"
@@ -135,4 +136,5 @@ def _send(decision: Decision, *warnings: str, exhausted: bool = False) -> Decisi
         transforms=(),
         above_cliff=above,
         warnings=(*decision.warnings, *warnings),
+        reason=decision.reason if decision.applied else None,
     )

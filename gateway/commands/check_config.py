@@ -8,7 +8,7 @@ from typing import Any
 
 from gateway.configfile import ConfigError, load_config
 from gateway.runtime import build_engine
-from gateway.startup import startup_notices
+from gateway.startup import RUN_SCRIPT_KEY, made_by_run_script, startup_notices
 from policies import describe
 
 
@@ -25,11 +25,18 @@ def run(args: argparse.Namespace) -> int:
         print(exc)
         return 1
     notices = startup_notices(config, args.file.read_text(encoding="utf-8"))
-    warnings = [notice.text for notice in notices if notice.level == "warning"]
+    noted = [notice for notice in notices if notice.level == "warning" and made_by_run_script(notice)]
+    warnings = [notice.text for notice in notices if notice.level == "warning" and notice not in noted]
     count = f" ({len(warnings)} warning{'s' if len(warnings) != 1 else ''})" if warnings else ""
     print(f"{args.file}: valid{count}")
     for warning in warnings:
         print(f"  warning: {warning}")
+    for notice in noted:
+        print(
+            f"  note: tenant {notice.fields['tenant']} takes its key from {RUN_SCRIPT_KEY}, unset here: "
+            f"./bin/run makes one (in .gateway-data/default-tenant-key) and exports it; started any other "
+            f"way, set it, or the tenant's requests get 401"
+        )
     for name, provider in config.providers.items():
         print(f"  provider {name}: {provider.base_url} (API key {'set' if provider.api_key else 'not set'})")
     for name, tenant in config.tenants.items():

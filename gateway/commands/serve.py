@@ -39,7 +39,7 @@ from gateway.redisserver import EmbeddedRedis, EmbeddedRedisError, embedded_redi
 from gateway.redisversion import RedisVersionError, check_configured
 from gateway.server_protocol import GuardedHttpToolsProtocol
 from gateway.settings import Settings
-from gateway.startup import startup_notices
+from gateway.startup import admin_notice, startup_notices
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 WORKER_HEALTHCHECK_SECONDS = 30
@@ -224,8 +224,10 @@ def redis_for_workers(settings: Settings) -> EmbeddedRedis | None:
 
 
 def announce(settings: Settings, config: GatewayConfig) -> None:
-    """Once per start, before any worker: what the gateway will call, and tenants no key can reach."""
+    """Once per start, before any worker: what the gateway will call, tenants no key can reach, and whether
+    the admin routes answer."""
     notices = startup_notices(config, settings.config.read_text(encoding="utf-8"))
+    notices.append(admin_notice(bool(settings.admin_key)))
     for notice in notices:
         prefix = "warning: " if notice.level == "warning" else ""
         print(f"gateway: {prefix}{notice.text}", flush=True)

@@ -4,8 +4,9 @@ In the behaviour map's style (``gateway.sampling.html``): context-length buckets
 growing to the right, the header giving each bucket's pairs and matching requests; rows of p10 / p50 /
 p90, a primary row above its candidate row, every cell with the count behind it. Candidate cells are
 shaded against the primary's (``gateway.experiments.rows``); buckets with fewer pairs than
-``min_samples`` are greyed, shown but not compared. Above the table the verdicts, the budget and the
-counters; below it the verdict of each bucket, the projection's notes and the pairs that agreed least.
+``min_samples`` are greyed, shown but not compared. First the projected monthly difference (what a reader
+comes for), then above the table the verdicts, the budget and the counters (why any were shed); below it
+the verdict of each bucket, the projection's notes and the pairs that agreed least.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ max-width:1100px}
 table.facts td,table.facts th{text-align:left}
 td.id{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;text-align:left}
 tr.candidate th.stat{color:#1d232b}
+p.headline{font-size:17px;font-weight:600;margin:4px 0 12px}
 """
 )
 
@@ -41,9 +43,11 @@ def render_html(report: ExperimentReport) -> str:
         f"<title>{title}</title>",
         f"<style>{CSS}</style></head><body>",
         f"<h1>{title}</h1>",
+        f'<p class="headline">{_e(_capital(report.headline()))}</p>',
         f'<p class="meta">{_e(_describe(report))}</p>',
         _verdict_note(report),
         _facts(report),
+        *([f'<p class="meta">{_e(note)}.</p>'] if (note := report.shed_note()) else []),
         _table(report),
         _legend(report),
         "<h2>Verdict by bucket</h2><ul>",
@@ -88,8 +92,13 @@ def _describe(report: ExperimentReport) -> str:
     )
 
 
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def _verdict_note(report: ExperimentReport) -> str:
-    items = "".join(f"<li>{_e(line)}</li>" for line in report.verdict)
+    """The verdicts, but the projection: it heads the page."""
+    items = "".join(f"<li>{_e(line)}</li>" for line in report.verdict if line != report.headline())
     css = "verdict-note" if any(item.verdict.enough for item in report.buckets) else "thin-note"
     return f'<div class="{css}"><strong>Verdict</strong><ul>{items}</ul></div>'
 

@@ -21,7 +21,9 @@ from gateway.experiments.comparison import AgreementStats, Comparison, SideStats
 from gateway.experiments.config import ExperimentConfig
 from gateway.experiments.projection import Projection, ProjectionTotal, project, total
 from gateway.experiments.records import Mode, Pair, parse_pair
-from gateway.experiments.verdict import Verdict, overall, verdict
+from gateway.experiments.shed import COUNTERS as SHED_COUNTERS
+from gateway.experiments.shed import shed_note
+from gateway.experiments.verdict import Verdict, overall, projection_line, verdict
 from gateway.ledger.period import MS_PER_DAY, iso_time
 from gateway.money import nanos_from_usd, usd
 from gateway.sampling.buckets import Bucket, bucket_index, buckets_for
@@ -37,10 +39,12 @@ COUNTERS = (
     "split_candidate",
     "split_primary",
     "split_full",
+    *SHED_COUNTERS,
 )
-"""The traffic totals: mirrored, shed (no free slot, gateway busy), over the day's budget, candidate
-failed (of which its answer was too long to read), tenant excluded, and split routing's decisions (of the
-primary's, new conversations kept there because the experiment remembers as many as it may)."""
+"""The traffic totals: mirrored, shed (no free slot, gateway busy; and by reason,
+``gateway.experiments.shed``), over the day's budget, candidate failed (of which its answer was too long to
+read), tenant excluded, and split routing's decisions (of the primary's, new conversations kept there
+because the experiment remembers as many as it may)."""
 MODE_COUNTERS = {
     "shadow": ("shadowed", "shed", "over_budget", "failed", "oversized", "excluded"),
     "split": ("split_candidate", "split_primary", "split_full", "excluded"),
@@ -84,6 +88,25 @@ class ExperimentReport:
     @property
     def pairs(self) -> int:
         return self.overall.pairs
+
+    def headline(self) -> str:
+        """The projected monthly difference: what a reader came for, so every form of the report puts it
+        first (the verdicts repeat it)."""
+        thin = [
+            item.bucket.label for item in self.buckets if item.comparison.pairs and not item.verdict.enough
+        ]
+        found = projection_line(self.projection, thin)
+        if found is not None:
+            return found
+        return (
+            "projected difference a month: none yet (no bucket has both answered pairs and matching traffic)"
+        )
+
+    def shed_note(self) -> str | None:
+        """``shed N`` and why (shadow mode); None when nothing was shed."""
+        if self.mode != "shadow":
+            return None
+        return shed_note(self.counters, self.config.max_concurrency if self.config is not None else None)
 
     def mode_counters(self) -> dict[str, int]:
         """The counters that concern the report's mode, for people (the JSON form keeps them all)."""

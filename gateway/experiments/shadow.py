@@ -8,7 +8,8 @@ refused hold skips that call only, ``gateway.experiments.holds``), read up to a 
 (``gateway.experiments.bounded``), and recorded as a cost event of kind ``shadow`` on that tenant, never
 the caller's. Shadow calls are bounded per experiment and per process and shed, never queued: when no
 slot is free, or the process is busy with client requests (using most of its core,
-``gateway.experiments.load``, or running many tasks), the sample is dropped and counted as ``shed``.
+``gateway.experiments.load``, or running many tasks), the sample is dropped and counted as ``shed``, and
+by its reason (``gateway.experiments.shed``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from gateway.experiments.holds import Rooms, least_hold_nanos
 from gateway.experiments.job import ShadowJob, Side
 from gateway.experiments.judge import JUDGE_MAX_TOKENS, judge_messages, parse_grade
 from gateway.experiments.load import ProcessLoad
+from gateway.experiments.shed import shed_reason
 from gateway.experiments.sides import SHADOW, side_of
 from gateway.experiments.tally import Tally
 from gateway.ledger import Budgets
@@ -84,16 +86,18 @@ class ShadowRunner:
         if room is not None and least_hold_nanos(runtime, experiment, job) > room:
             self.tally.add(name, now_ms, "over_budget")  # cannot fit today, whatever its prompt
             return
-        limits = runtime.config.limits
-        in_flight = sum(self.running.values())
         self.load.watch()
-        if (
-            self.running.get(name, 0) >= experiment.max_concurrency
-            or in_flight >= limits.shadow_calls
-            or self.load.share > limits.shadow_shed_above_cpu
-            or len(asyncio.all_tasks()) > limits.shadow_shed_above_requests
-        ):
+        reason = shed_reason(
+            running=self.running.get(name, 0),
+            max_concurrency=experiment.max_concurrency,
+            in_flight=sum(self.running.values()),
+            cpu_share=self.load.share,
+            tasks=len(asyncio.all_tasks()),
+            limits=runtime.config.limits,
+        )
+        if reason is not None:
             self.tally.add(name, now_ms, "shed")
+            self.tally.add(name, now_ms, f"shed_{reason}")
             return
         self.running[name] = self.running.get(name, 0) + 1
         task = asyncio.get_running_loop().create_task(

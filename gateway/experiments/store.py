@@ -10,7 +10,8 @@ gw:{experiment:<name>}:pairs          stream  one entry per compared request (fi
 gw:{experiment:<name>}:traffic:<day>  hash    the UTC day's counters: ``n:<low>`` and ``cost:<low>``
                                               (matching requests and their primary cost in nano-dollars, by
                                               the ``low`` token count of their context bucket),
-                                              ``shadowed``, ``shed``, ``over_budget``, ``failed``,
+                                              ``shadowed``, ``shed`` (and ``shed_slots``,
+                                              ``shed_cpu``, ``shed_tasks``), ``over_budget``, ``failed``,
                                               ``excluded``, ``oversized``, ``split_candidate``,
                                               ``split_primary``, ``split_full``
 gw:{experiment:<name>}:arm:<conv>     string  the arm a conversation was assigned by split routing

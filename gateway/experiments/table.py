@@ -38,6 +38,8 @@ def render_report(report: ExperimentReport) -> str:
         + (f"; {report.unreadable:,} unreadable" if report.unreadable else "")
         + (f"; {report.other_mode:,} of the other mode left out" if report.other_mode else ""),
         _spend(report),
+        report.headline(),
+        *([note] if (note := report.shed_note()) else []),
         "",
         "distributions (p10 / p50 / p90), each with its count in brackets; latency, ttft and output over the"
         " calls that answered, cost over every call",

@@ -123,14 +123,9 @@ def overall(
     lines = [pooled.text]
     if thin:
         lines.append(f"too few to compare in {', '.join(thin)} ({min_samples} needed in each bucket)")
-    if projection.projected:
-        count = len(projection.projected)
-        rough = [label for label in projection.projected if label in thin]
-        line = (
-            f"projected difference for all matching traffic: {dollars(projection.monthly_difference_nanos)}"
-            f" a month, from {count} bucket{'s' if count != 1 else ''}"
-        )
-        lines.append(line + (f" (a rough figure from {', '.join(rough)}: too few pairs)" if rough else ""))
+    projected = projection_line(projection, thin)
+    if projected is not None:
+        lines.append(projected)
     if projection.unprojected:
         left = dollars(projection.unprojected_cost_nanos)
         lines.append(
@@ -138,6 +133,19 @@ def overall(
             " project from"
         )
     return tuple(lines)
+
+
+def projection_line(projection: ProjectionTotal, thin: Sequence[str]) -> str | None:
+    """The projected monthly difference for all matching traffic (None: no bucket projects anything)."""
+    if not projection.projected:
+        return None
+    count = len(projection.projected)
+    rough = [label for label in projection.projected if label in thin]
+    line = (
+        f"projected difference for all matching traffic: {dollars(projection.monthly_difference_nanos)}"
+        f" a month, from {count} bucket{'s' if count != 1 else ''}"
+    )
+    return line + (f" (a rough figure from {', '.join(rough)}: too few pairs)" if rough else "")
 
 
 def _p50(found: Spread | None) -> float | None:

@@ -118,12 +118,10 @@ class Budgets:
         if not accepted:
             period: BudgetPeriod = "daily" if refused == "daily" else "monthly"
             spent = spend.committed(period, 0) - spend.held
-            refusal = BudgetExceeded(
-                f"{budget.describe(period)} reached: spent ${usd(spent, trim=True)}"
-                f", reserved by requests in flight ${usd(spend.held, trim=True)}"
-                f", this request may cost up to ${usd(max_cost_nanos, trim=True)}"
-            )
             limit = budget.limit_nanos(period)
+            refusal = BudgetExceeded(
+                _refusal(budget.describe(period), limit, spent, spend.held, max_cost_nanos)
+            )
             refusal.room_nanos = None if limit is None else limit - spent
             raise refusal
         return Reservation(tenant, request_id, max_cost_nanos, _warning(budget, spend, max_cost_nanos))
@@ -178,6 +176,22 @@ class Budgets:
             warning="budget not enforced: the ledger store is unreachable",
             enforced=False,
         )
+
+
+def _refusal(budget: str, limit: int | None, spent: int, held: int, hold: int) -> str:
+    """Why a hold was refused, with the figures. A budget spent is "spent"; otherwise it is the hold that
+    did not fit (the most this request may cost, taken before it is sent), not anything spent by it. Holds
+    below zero (data of an older version) count as none, as they do in the script."""
+    held = max(held, 0)
+    figures = f"${usd(spent, trim=True)} spent, ${usd(held, trim=True)} held by requests in flight"
+    if limit is not None and spent >= limit:
+        return f"The {budget} is spent ({figures})."
+    left = max((limit or 0) - spent - held, 0)
+    return (
+        f"This request may cost up to ${usd(hold, trim=True)}, held before it is sent: that hold was "
+        f"refused (nothing was spent on it), being more than the ${usd(left, trim=True)} left of the "
+        f"{budget} ({figures}). Asking for fewer output tokens lowers it."
+    )
 
 
 def _warning(budget: BudgetConfig, spend: _Spend, amount: int) -> str | None:

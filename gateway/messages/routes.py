@@ -50,16 +50,25 @@ def wants_anthropic(request: Request) -> bool:
 
 async def models(request: Request) -> Response:
     """``GET /v1/models``: Anthropic's list for an Anthropic client, else OpenAI's."""
+    ids = routes.stamp_request_ids(request)
     if wants_anthropic(request):
-        return await list_models(request)
-    return await routes.list_models(request)
+        return with_ids(await list_models(request), {**ids, "request-id": ids["x-gateway-request-id"]})
+    return with_ids(await routes.list_models(request), ids)
 
 
 async def model(request: Request) -> Response:
     """``GET /v1/models/{model}``: Anthropic's model object for an Anthropic client, else OpenAI's."""
+    ids = routes.stamp_request_ids(request)
     if wants_anthropic(request):
-        return await retrieve_model(request)
-    return await routes.retrieve_model(request)
+        return with_ids(await retrieve_model(request), {**ids, "request-id": ids["x-gateway-request-id"]})
+    return with_ids(await routes.retrieve_model(request), ids)
+
+
+def with_ids(response: Response, ids: dict[str, str]) -> Response:
+    """``response`` with the request ids every answer carries (an error has them already)."""
+    for name, value in ids.items():
+        response.headers.setdefault(name, value)
+    return response
 
 
 @anthropic_errors

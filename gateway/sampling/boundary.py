@@ -1,11 +1,13 @@
 """The effective-context boundary: the first bucket where a signal degrades against the previous bucket.
 
 Each signal is compared with the nearest shorter bucket that has enough data for it (``min_count``
-samples, ``min_probe_count`` probe results). A level (time to first token per 1K input tokens, tokens per
-second, mean logprob) degrades when it is worse by more than ``factor`` (``cur / prev`` for a cost,
-``prev / cur`` for a speed, the ratio of magnitudes for a logprob). A rate (errors, ``length`` or empty
-finishes, probe misses) degrades when ``(cur + floor) / (prev + floor) > factor`` and it also rose by at
-least ``min_rate_increase``: without the floor any rise from 0% would be infinitely worse.
+samples, ``min_probe_count`` probe results; tokens per second: of answers of ``min_answer_tokens`` or
+more, and no faster than ``max_tokens_per_second``, above which nothing is measured but delivery). A level
+(time to first token per 1K input tokens, tokens per second, mean logprob) degrades when it is worse by
+more than ``factor`` (``cur / prev`` for a cost, ``prev / cur`` for a speed, the ratio of magnitudes for a
+logprob). A rate (errors, ``length`` or empty finishes, probe misses) degrades when
+``(cur + floor) / (prev + floor) > factor`` and it also rose by at least ``min_rate_increase``: without the
+floor any rise from 0% would be infinitely worse.
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ class SignalRule:
     badness: Callable[[float], float]
     """Maps the value to a number that grows as things get worse (a rate: itself)."""
     probe: bool = False
+    ceiling: Callable[[BoundaryConfig], float] | None = None
+    """Above it a value measures something else (tokens per second of an answer delivered at once): the
+    bucket is not compared on this signal."""
 
 
 def _p50(pick: Callable[[BucketView], Spread | None]) -> Measure:
@@ -87,6 +92,7 @@ RULES: tuple[SignalRule, ...] = (
     SignalRule(
         "tokens_per_second", "output tokens per second (p50)",
         _p50(lambda view: view.tokens_per_second), "level", _inverse,
+        ceiling=lambda config: config.max_tokens_per_second,
     ),
     SignalRule(
         "logprob_mean", "mean token logprob (p50)",
@@ -160,6 +166,8 @@ def find_degradations(
             if measured is None or measured[1] < needed:
                 continue
             value = measured[0]
+            if rule.ceiling is not None and value > rule.ceiling(config):
+                continue
             if previous is not None:
                 ratio = _worse_by(rule, previous[1], value, config)
                 if ratio is not None:

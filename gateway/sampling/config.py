@@ -11,7 +11,7 @@ sampling:
   probe_tenants: [ops]            # tenants whose x-gateway-probe requests are billed to the probe tenant
   stream_maxlen: 100000           # samples kept per model (XADD MAXLEN ~)
   buckets: [8000, 32000, 128000, 250000, 272000, 1000000]
-  boundary: {factor: 1.5, min_count: 20}
+  boundary: {factor: 1.5, min_count: 20}  # also min_answer_tokens: 100, max_tokens_per_second: 5000
 ```
 """
 
@@ -57,6 +57,16 @@ class BoundaryConfig(_Strict):
     )
     min_rate_increase: float = Field(
         default=0.05, ge=0, le=1, description="a rate must also rise by at least this much (absolute)"
+    )
+    min_answer_tokens: int = Field(
+        default=100,
+        ge=1,
+        description="an answer shorter than this gives no tokens per second: its rate is the call's overhead",
+    )
+    max_tokens_per_second: float = Field(
+        default=5_000,
+        gt=0,
+        description="faster is no generation (an answer delivered at once): flagged, not compared",
     )
 
 

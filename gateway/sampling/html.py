@@ -37,6 +37,7 @@ td.empty{color:#9aa4ae;background:#fafbfc}
 th.group{text-align:left;vertical-align:top;background:#f7f9fb}th.stat{font-weight:400;color:#5b6673}
 td.thin,th.thin{color:#8a949e;background:#eceff2}
 td.plain{background:#f7f9fb}
+td.implausible{background:#fff4d6;color:#7a5a00}
 .n{display:inline-block;min-width:2.2em;margin-left:5px;color:#6b7682;font-size:11px;text-align:right}
 .thin .n{color:#9aa4ae}
 .heatmap .boundary{border-left:3px solid #c62828}
@@ -68,6 +69,7 @@ def render_html(report: BehaviourReport) -> str:
         " requests are shown apart.</p>",
         _boundary_note(report),
         _heatmap(report),
+        _implausible_note(report),
         _legend(report.boundary_config),
     ]
     if not report.recall.empty:
@@ -96,6 +98,25 @@ def _boundary_note(report: BehaviourReport) -> str:
         '<div class="boundary-note"><strong>Effective-context boundary: '
         f"{_e(boundary.bucket.label)}</strong> "
         f"(signal: {_e(', '.join(boundary.signals))})<ul>{details}</ul></div>"
+    )
+
+
+def _implausible_note(report: BehaviourReport) -> str:
+    """The cells whose value no model could produce (tokens per second of an answer delivered at once,
+    e.g. buffered by a proxy, or cached): said in words, since they are neither shaded nor compared."""
+    config = report.boundary_config
+    found = [
+        f"{column.name} {column.show(value)} at {stats.bucket.label}"
+        for column in COLUMNS
+        for stats in report.buckets
+        if (value := column.value(stats)) is not None and column.implausible(value, config)
+    ]
+    if not found:
+        return ""
+    return (
+        f'<p class="thin-note">Implausible tokens per second (above {config.max_tokens_per_second:,g}, marked'
+        f" ?): {_e('; '.join(found))}. No model writes that fast: those answers arrived at once (buffered on"
+        " the way, or cached), so their time measures delivery, not generation; not shaded, not compared.</p>"
     )
 
 
@@ -168,7 +189,11 @@ def _row(
     config = report.boundary_config
     values = [column.value(stats) for stats in report.buckets]
     trusted = [column.trusted(stats, config) for stats in report.buckets]
-    ranged = [value for value, ok in zip(values, trusted, strict=True) if ok and value is not None]
+    ranged = [
+        value
+        for value, ok in zip(values, trusted, strict=True)
+        if ok and value is not None and not column.implausible(value, config)
+    ]
     scale = Scale.of([column.badness(value) for value in ranged], column.kind, config)
     cells = []
     for stats, value, ok in zip(report.buckets, values, trusted, strict=True):
@@ -178,6 +203,7 @@ def _row(
                 ("degraded", column.signal is not None and (stats.bucket.index, column.signal) in degraded),
                 ("boundary", stats.bucket.index == boundary_index),
                 ("thin", not ok),
+                ("implausible", value is not None and column.implausible(value, config)),
             )
             if on
         ]
@@ -189,6 +215,9 @@ def _cell(value: float | None, count: int, column: Column, scale: Scale, classes
     if value is None:
         return f'<td class="{" ".join(["empty", *classes])}">-</td>'
     content = f'{_e(column.show(value))}<span class="n">{count:,}</span>'
+    if "implausible" in classes:
+        title = "implausible: faster than any model writes; an answer delivered at once"
+        return f'<td class="{" ".join(classes)}" title="{title}">{content} ?</td>'
     if "thin" in classes or not column.shaded:
         extra = [] if "thin" in classes else ["plain"]
         return f'<td class="{" ".join([*classes, *extra])}">{content}</td>'
@@ -225,8 +254,9 @@ def _legend(config: BoundaryConfig) -> str:
         f" {swatches} its worst; a row whose worst is less than {config.factor:g}x its best is toned down,"
         " so noise stays green."
         f" {grey} fewer than {config.min_count} samples ({config.min_probe_count} probes): shown, not"
-        " compared. Small numbers: samples behind each cell. Outlined: degraded against the previous"
-        " bucket (the boundary rule).</p>"
+        f" compared. Tokens / s: of answers of {config.min_answer_tokens}+ tokens (a shorter one's rate is"
+        " its call's overhead). Small numbers: samples behind each cell. Outlined: degraded against the"
+        " previous bucket (the boundary rule).</p>"
     )
 
 

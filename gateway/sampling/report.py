@@ -6,9 +6,10 @@ behaviour depends on; the size the gateway received from the client (the prompt 
 it, with the action mix, so a bucket of compressed requests says so. For each bucket it gives the count
 (and whether it reaches ``boundary.min_count``, below which it is shown but not compared), p10/p50/p90 of
 latency (the main call's), the side calls' time, time to first token (and per 1K input tokens), output
-tokens and tokens per second, the finish-reason mix, the error rate, the share of ``length`` or empty
-finishes, probe recall, and the worst-experience cell: the p10 of the quality signals among the slowest
-decile. The effective-context boundary is found by ``gateway.sampling.boundary``.
+tokens and tokens per second (of answers of at least ``boundary.min_answer_tokens``), the finish-reason
+mix, the error rate, the share of ``length`` or empty finishes, probe recall, and the worst-experience
+cell: the p10 of the quality signals among the slowest decile. The effective-context boundary is found
+by ``gateway.sampling.boundary``.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ class BucketStats:
     """Seconds to the first token per 1,000 tokens the model received (forwarded, else prompt)."""
     output_tokens: Spread | None = None
     tokens_per_second: Spread | None = None
+    """Of the answers of at least ``boundary.min_answer_tokens``: a short one's rate is its call's overhead
+    (and grows with the prompt's processing), not how fast the model writes."""
     logprob_mean: Spread | None = None
     finish_reasons: dict[str, int] = field(default_factory=dict)
     """Counts among the answered requests; ``none`` when the upstream gave no finish reason."""
@@ -135,9 +138,7 @@ def build_report(
         index = bucket_index(result.prompt_tokens, edges)
         probe_tallies[index] = probe_tallies[index].add(result.recalled)
     stats = tuple(
-        bucket_stats(
-            bucket, grouped[bucket.index], probe_tallies[bucket.index], min_count=config.boundary.min_count
-        )
+        bucket_stats(bucket, grouped[bucket.index], probe_tallies[bucket.index], boundary=config.boundary)
         for bucket in buckets
         if bucket.high is not None or grouped[bucket.index] or probe_tallies[bucket.index].total
     )
@@ -163,10 +164,12 @@ def bucket_stats(
     signals: Sequence[Signal],
     probes: Tally | None = None,
     *,
-    min_count: int | None = None,
+    boundary: BoundaryConfig | None = None,
 ) -> BucketStats:
-    """``min_count``: the samples a bucket needs to be compared (default: ``BoundaryConfig``'s)."""
-    needed = min_count if min_count is not None else BoundaryConfig().min_count
+    """``boundary``: the samples a bucket needs to be compared (``min_count``) and the answers long enough
+    to give a speed (``min_answer_tokens``); default ``BoundaryConfig()``."""
+    boundary = boundary or BoundaryConfig()
+    needed = boundary.min_count
     probes = probes if probes is not None else Tally()
     if not signals:
         return BucketStats(bucket=bucket, count=0, probes=probes)
@@ -186,7 +189,11 @@ def bucket_stats(
         ttft=spread(signal.ttft for signal in signals),
         ttft_per_1k=spread(_per_1k(signal) for signal in signals),
         output_tokens=spread(_float(signal.output_tokens) for signal in answered),
-        tokens_per_second=spread(signal.tokens_per_second for signal in answered),
+        tokens_per_second=spread(
+            signal.tokens_per_second
+            for signal in answered
+            if (signal.output_tokens or 0) >= boundary.min_answer_tokens
+        ),
         logprob_mean=spread(signal.logprob_mean for signal in answered),
         finish_reasons=dict(finishes.most_common()),
         errors=len(signals) - len(answered),

@@ -8,7 +8,7 @@ import tomllib
 
 from tests.deploy.dockerfile import Dockerfile, Instruction
 from tests.deploy.dockerignore import in_context, parse_dockerignore
-from tests.deploy.manifests import EXAMPLE_CONFIG, ROOT, unread_variables
+from tests.deploy.manifests import DOCKERFILE, EXAMPLE_CONFIG, ROOT, unread_variables
 
 VENV = "/opt/gateway"
 CONFIG_PATH = "/etc/gateway/gateway.yaml"
@@ -103,6 +103,20 @@ def test_dockerfile_healthcheck_asks_healthz_with_python(dockerfile: Dockerfile)
     inner = re.search(r"timeout=(\d+(?:\.\d+)?)", code)
     assert limit is not None and inner is not None
     assert float(inner.group(1)) < int(limit.group(1)), "the request must time out before Docker gives up"
+
+
+def test_dockerfile_says_podman_and_buildah_keep_the_healthcheck_only_in_dockers_format(
+    dockerfile: Dockerfile,
+) -> None:
+    """Their default OCI format has no HEALTHCHECK and they drop it with a warning: where the build is
+    documented (the Dockerfile's own header and the README), the build command carries ``--format docker``."""
+    assert dockerfile.final.last("HEALTHCHECK") is not None
+    header = DOCKERFILE.read_text(encoding="utf-8").split("\nARG ", 1)[0]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for where, text in (("deploy/Dockerfile", header), ("README.md", readme)):
+        builds = re.findall(r"(?:podman|buildah) build[^\n`]*", text)
+        assert builds, f"{where} says nothing of building with podman or buildah"
+        assert all("--format docker" in build for build in builds), (where, builds)
 
 
 def test_dockerfile_listens_on_all_interfaces_on_the_exposed_port(dockerfile: Dockerfile) -> None:

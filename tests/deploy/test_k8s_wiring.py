@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gateway.configfile import parse_config
 from tests.deploy.manifests import (
@@ -99,6 +100,35 @@ def test_k8s_configmap_config_equals_the_example(configmap: Resource) -> None:
     example = parse_config(EXAMPLE_CONFIG.read_text(encoding="utf-8"), EXAMPLE_CONFIG, env)
     assert embedded == example
     assert embedded.models and embedded.tenants
+
+
+def key_paths(data: object, prefix: tuple[object, ...] = ()) -> set[tuple[object, ...]]:
+    """Every key of a YAML document as a path (list items by position)."""
+    found: set[tuple[object, ...]] = set()
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        found |= {(*prefix, key), *key_paths(value, (*prefix, key))}
+    return found
+
+
+def test_k8s_configmap_writes_every_key_the_example_writes(configmap: Resource) -> None:
+    """Equal configs can differ in what they write down: a key left at its default parses the same, but an
+    operator reading the ConfigMap no longer sees it there to change (``limits.shadow_calls``,
+    ``experiments``)."""
+    embedded = key_paths(yaml.safe_load(configmap["data"]["gateway.yaml"]))
+    example = key_paths(yaml.safe_load(EXAMPLE_CONFIG.read_text(encoding="utf-8")))
+    assert sorted(map(str, example - embedded)) == []
+    assert sorted(map(str, embedded - example)) == []
+
+
+def test_key_paths_see_a_key_at_its_default() -> None:
+    written = key_paths({"limits": {"max_body_bytes": 1, "shadow_calls": 16}, "experiments": {}})
+    assert written == {
+        ("limits",),
+        ("limits", "max_body_bytes"),
+        ("limits", "shadow_calls"),
+        ("experiments",),
+    }
 
 
 def test_k8s_pods_get_every_variable_the_config_needs(

@@ -431,6 +431,60 @@ async def test_compression_failure_with_on_failure_reject_answers_503(
     assert upstream.main == []
 
 
+@pytest.mark.anyio
+async def test_compression_that_cannot_reach_its_target_is_a_400_never_a_503_to_retry(
+    tmp_path: Path, redis_url: str, tenant_name: str
+) -> None:
+    """The last user message alone is over the target: it fails the same way every time, so the answer
+    is the 400 clients shorten their conversation on, not a 503 their SDKs retry."""
+    paragraph = "the quick brown fox jumps over the lazy dog and keeps running far away " * 5
+    pasted = "\n\n".join(f"{index}: {paragraph}" for index in range(2700))
+    messages = [*history(60)[:-1], {"role": "user", "content": pasted}]
+    assert 250_000 <= tokens_of(messages) < 272_000  # in the warning band: compress
+    upstream = Upstream(default="good")
+    config = compression_config(tenant_name, on_failure="reject", **ONE_CALL)
+    async with serving(tmp_path, redis_url, upstream, config) as served:
+        response = await served.chat(messages)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "context_length_exceeded"
+    assert "over the target of 75000" in error["message"] and "the request cannot be cut" in error["message"]
+    assert "retry" not in error["message"]
+    assert upstream.main == []
+
+
+@pytest.mark.anyio
+async def test_a_compression_that_failed_leaves_no_reason_on_the_forwarded_request(
+    tmp_path: Path, redis_url: str, tenant_name: str
+) -> None:
+    """Deferred timing plans the compression with a reason ("compressed: ..."); the cheap model fails and
+    the request goes as it stands: the reason would describe what did not happen."""
+    upstream = Upstream(default="error")
+    config = compression_config(tenant_name, on_failure="forward", timing="deferred", **ONE_CALL)
+    async with serving(tmp_path, redis_url, upstream, config) as served:
+        response = await served.chat(history(260))
+    assert response.status_code == 200, response.text
+    assert response.headers["x-gateway-action"] == "forward"
+    assert "compress failed" in response.headers["x-gateway-warning"]
+    assert "x-gateway-reason" not in response.headers
+    assert upstream.cheap  # the compression was tried
+
+
+@pytest.mark.anyio
+async def test_an_over_cliff_request_that_compressing_settled_proposes_nothing(
+    tmp_path: Path, redis_url: str, tenant_name: str
+) -> None:
+    """Over the cliff the band's action is retrieve, after compressing when history is the bulk; compressing
+    alone brought it under its target. Enforce mode did what it did: nothing is proposed."""
+    upstream = Upstream(default="good")
+    async with serving(tmp_path, redis_url, upstream, compression_config(tenant_name, **ONE_CALL)) as served:
+        response = await served.chat(history(300))
+    assert response.status_code == 200, response.text
+    assert int(response.headers["x-gateway-prompt-tokens"]) > 272_000
+    assert response.headers["x-gateway-action"] == "compress"
+    assert "x-gateway-proposed-action" not in response.headers
+
+
 # --- tool calls --------------------------------------------------------------------------------------
 
 

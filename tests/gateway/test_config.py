@@ -26,6 +26,8 @@ tenants:
   t: {keys: ["${TENANT_KEY}"]}
 """
 
+EXAMPLE = Path(__file__).resolve().parents[2] / "deploy" / "gateway.example.yaml"
+
 
 @pytest.mark.parametrize(
     ("text", "env", "expected"),
@@ -74,6 +76,18 @@ def test_unset_variable_names_file_and_line() -> None:
         ("providers: [\n", "g.yaml:2: not valid YAML"),
         ("- a\n- b\n", "g.yaml:1: the config must be a mapping"),
         ("providers: {}\nmodels: {}\nmodels: {}\n", "g.yaml:3: duplicate key 'models'"),
+        (  # a template's braces: a mapping whose key is a mapping, never a TypeError
+            "providers:\n  p:\n    base_url: http://x\n    api_key: {{OPENAI_API_KEY}}\nmodels: {}\n",
+            "g.yaml:4: a mapping or list where a key was expected: `{{...}}` is YAML for a mapping",
+        ),
+        (
+            "providers: {}\nmodels: {}\ntenants:\n  t:\n    keys: [{{KEY}}]\n",
+            "g.yaml:5: a mapping or list where a key was expected",
+        ),
+        (  # taken as text, it would be a key that silently never works
+            "providers:\n  p:\n    base_url: http://x\n    api_key: ${{OPENAI_API_KEY}}\nmodels: {}\n",
+            "g.yaml:4: `${` must start ${VAR} or ${VAR:-default}",
+        ),
     ],
 )
 def test_invalid_configs_say_where(text: str, expected: str) -> None:
@@ -200,7 +214,7 @@ def test_empty_key_never_authenticates() -> None:
 
 
 def test_example_config_is_valid() -> None:
-    config = load_config(Path(__file__).resolve().parents[2] / "deploy" / "gateway.example.yaml", env={})
+    config = load_config(EXAMPLE, env={})
     assert "gpt-5.4" in config.models
 
 
@@ -334,6 +348,27 @@ def test_check_config_warns_of_a_tenant_whose_keys_resolve_to_nothing(
     ) in out
     assert "  tenant acme: 0 of 1 key(s) set" in out
     assert "  provider mock: http://upstream.test/v1 (API key set)" in out
+
+
+def test_check_config_notes_rather_than_warns_of_the_key_bin_run_makes(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DEFAULT_TENANT_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["check-config", str(EXAMPLE)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"{EXAMPLE}: valid\n")  # no warning counted
+    assert "  warning: " not in out
+    assert (
+        "  note: tenant default takes its key from DEFAULT_TENANT_KEY, unset here: ./bin/run makes one"
+    ) in out
+
+
+def test_check_config_says_the_compression_target_is_a_cap(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-config", str(EXAMPLE)]) == 0
+    out = capsys.readouterr().out
+    assert "aiming at" not in out
+    assert "into a request of at most 75000 tokens" in out
 
 
 def test_check_config_rejects_an_unknown_encoding(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -116,7 +116,7 @@ def test_experiment_html_greys_thin_buckets_and_gives_the_verdicts() -> None:
     thin = [attrs for tag, attrs in page.tags if tag == "th" and "thin" in (attrs.get("class") or "")]
     assert len(thin) == 4 * 4  # four header rows of the four buckets without 30 pairs
     assert "272K-1M: 1 pair, too few to compare (30 needed)" in text
-    assert "projected difference for all matching traffic: -$12.80 a month, from 2 buckets" in text
+    assert "Projected difference for all matching traffic: -$12.80 a month, from 2 buckets" in text
     assert "0-8K: no pairs: projects nothing" in text
     assert "Least agreement" in text and "req_000041" in text
     assert "$3.21 (16%)" in text and "shed" in text

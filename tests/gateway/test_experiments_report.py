@@ -118,7 +118,8 @@ def test_report_puts_traffic_counters_in_the_bucket_holding_their_low() -> None:
     assert report.matching == 11 and report.matching_cost_nanos == 110
     assert report.counters == {"shadowed": 4, "shed": 0, "over_budget": 0, "failed": 0, "oversized": 0,
                                "excluded": 0, "split_candidate": 0, "split_primary": 2,
-                               "split_full": 0}  # fmt: skip
+                               "split_full": 0, "shed_slots": 0, "shed_cpu": 0,
+                               "shed_tasks": 0}  # fmt: skip
 
 
 def test_report_projects_the_monthly_difference_exactly() -> None:

@@ -88,7 +88,7 @@ async def test_budget_500_concurrent_reservations_never_overspend(
         accepted = [r for r in outcomes if r is not None]
         assert len(accepted) == 100
         await asyncio.gather(*(settle(redis_client, r, CENT) for r in accepted))
-        with pytest.raises(BudgetExceeded, match=r"monthly budget of \$1.00 reached"):
+        with pytest.raises(BudgetExceeded, match=r"^The monthly budget of \$1.00 is spent \(\$1.00 spent"):
             await replicas[0].reserve(tenant_name, "one-more", 1)
     finally:
         await other_replica.aclose()
@@ -113,6 +113,23 @@ async def test_budget_settles_to_actual_cost_and_frees_the_rest(
         await redis_client.hgetall(KEYS.daily(tenant_name, day_of(int(time.time() * 1000))))
     )
     assert daily[""].cost_nanos == CENT
+
+
+@pytest.mark.anyio
+async def test_budget_refusing_a_hold_says_so_with_the_figures(
+    redis_client: aioredis.Redis, tenant_name: str
+) -> None:
+    """Nothing spent yet: what was refused is the hold of a request whose cap may cost more than is left."""
+    budgets = budgets_for(redis_client, {"monthly_usd": 1})
+    assert await budgets.reserve(tenant_name, "in-flight", 30 * CENT) is not None
+    with pytest.raises(BudgetExceeded) as refused:
+        await budgets.reserve(tenant_name, "large", 200 * CENT)
+    assert refused.value.message == (
+        "This request may cost up to $2.00, held before it is sent: that hold was refused (nothing was "
+        "spent on it), being more than the $0.70 left of the monthly budget of $1.00 ($0.00 spent, $0.30 "
+        "held by requests in flight). Asking for fewer output tokens lowers it."
+    )
+    assert "reached" not in refused.value.message
 
 
 @pytest.mark.anyio

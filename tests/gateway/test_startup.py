@@ -67,6 +67,29 @@ def test_serve_prints_and_logs_the_notices_once(tmp_path: Path, capsys: pytest.C
     assert events.count(("info", "upstream_provider", None)) == 2
 
 
+@pytest.mark.parametrize(
+    ("admin_key", "line"),
+    [
+        (
+            None,
+            "gateway: admin routes off: set GATEWAY_ADMIN_KEY to turn on /admin/* (config, costs, reports)",
+        ),
+        ("admin-secret", "gateway: admin routes on: /admin/* with GATEWAY_ADMIN_KEY"),
+    ],
+)
+def test_serve_says_whether_the_admin_routes_answer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], admin_key: str | None, line: str
+) -> None:
+    path = tmp_path / "gateway.yaml"
+    path.write_text(CONFIG)
+    with capture_logs() as logs:
+        announce(Settings(config=path, admin_key=admin_key), parse_config(CONFIG, path, {}))
+    assert line in capsys.readouterr().out.splitlines()
+    (logged,) = [entry for entry in logs if entry["event"] == "admin_routes"]
+    assert logged["enabled"] is (admin_key is not None)
+    assert "admin-secret" not in str(logs)
+
+
 def test_a_reload_that_leaves_a_tenant_without_keys_warns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

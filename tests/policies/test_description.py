@@ -28,10 +28,10 @@ def test_describe_lists_the_bands_and_actions_of_every_model() -> None:
         "unchanged; a warm, growing conversation compacted once that pays, then kept compacted"
     )
     assert policy.rows[1].detail == (
-        "while the cache is warm: forwarded, summary prepared; then summarise old turns with gpt-5.4, "
-        "aiming at 75000 tokens: the recent 15000 tokens verbatim (at least 2 turns; tool outputs "
-        "excerpted above 60000); pins 8000 tokens of the user's own words; recalls 2000 tokens of old "
-        "turns; reused up to 272000 tokens; on failure retrieve"
+        "while the cache is warm: forwarded, summary prepared; then summarise old turns with gpt-5.4 "
+        "into a request of at most 75000 tokens: the recent 15000 tokens verbatim (at least 2 turns; "
+        "tool outputs excerpted above 60000); pins 8000 tokens of the user's own words; recalls 2000 "
+        "tokens of old turns; reused up to 272000 tokens; on failure retrieve"
     )
     assert policy.rows[2].detail == (
         "relevant chunks of documents >= 8000 tokens, within 125000 tokens; "

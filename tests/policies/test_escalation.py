@@ -194,6 +194,15 @@ def test_after_failure_rejects_with_503_when_nothing_else_keeps_the_invariant(
     )
 
 
+def test_a_request_sent_with_no_transform_applied_keeps_no_reason_for_one() -> None:
+    engine, facts, decision = planned(260_000, compress={"on_failure": "forward"})  # deferred: a reason
+    assert decision.reason is not None and decision.reason.startswith("compressed: ")
+    after = engine.after_failure(decision, facts, reason="SummaryFailed: no sections")
+    assert (after.action, after.reason) == (F, None)
+    compressed = engine.after_transform(decision, facts, 70_000)
+    assert (compressed.action, compressed.reason) == (C, decision.reason)
+
+
 def test_after_failure_of_retrieval_after_compression_sends_the_compressed_request() -> None:
     engine, facts, decision = planned(300_000, history_share=0.9, compress={"timing": "eager"})
     compressed = engine.after_transform(decision, facts, 200_000)
