@@ -5,17 +5,20 @@ fast mock upstream (tests/bench/fast_upstream.py) and the load generators share 
 the open-loop latency run, wrk (when installed) for the saturation run. Requests are ~1 KB chat
 completions (``--api responses``: the same text as a Responses ``input``; ``--api messages``: as an
 Anthropic Messages request with ``x-api-key``). Direct and through-the-gateway requests are interleaved in
-the same run, so "added" compares like with like. ``--target bare`` measures the floor instead: a bare proxy
-on the same HTTP stack (``tests/bench/bare_proxy.py``); the machine drifts, so give the gateway's figures as
-ratios to a floor run made in the same minutes.
+the same run, so "added" compares like with like. The floor is a bare proxy on the same HTTP stack
+(``tests/bench/bare_proxy.py``); the machine drifts, so by default the floor is measured before and after the
+gateway in the same run and the gateway's figures are given against it: added latency over the floor's,
+throughput and CPU per request as ratios (``--target gateway`` or ``bare`` measures one alone).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -54,9 +57,20 @@ def body(stream: bool, api: str) -> bytes:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """One mode's figures for one target (seconds, requests per second, CPU seconds per request)."""
+
+    added_p50: float
+    added_ttfb: float
+    max_rps: float
+    cpu_per_request: float
+
+
 async def measure(
     mock: str, gateway: str, gateway_pid: int, seconds: float, profile: str | None, api: str
-) -> None:
+) -> tuple[dict[str, Figures], float]:
+    """Each mode's figures, printed as a table, and the target's peak RSS in MiB."""
     headers = {"content-type": "application/json", "authorization": f"Bearer {TENANT_KEY}"}
     if api == "messages":
         headers = {
@@ -66,6 +80,7 @@ async def measure(
         }
     path = PATHS[api]
     rows = []
+    figures: dict[str, Figures] = {}
     for stream in (False, True):
         payload = body(stream, api)
         direct = post_json(f"{mock}{path}", payload, headers)
@@ -97,6 +112,9 @@ async def measure(
         if spy is not None:
             spy.wait()
         cpu_used = cpu_seconds(gateway_pid) - cpu_before
+        figures["stream" if stream else "non-stream"] = Figures(
+            added_p50, added_ttfb, done / elapsed, cpu_used / done
+        )
         rows.append(
             (
                 "stream" if stream else "non-stream",
@@ -113,6 +131,27 @@ async def measure(
         print(f"{row[0]:<11} " + " ".join(f"{cell:>11}" for cell in row[1:]))
     peak, now = peak_rss_mib(gateway_pid), peak_rss_mib(gateway_pid, "VmRSS")
     print(f"gateway RSS: peak {peak:.1f} MiB (vocabulary loading included), after the runs {now:.1f} MiB")
+    return figures, peak
+
+
+def against_floor(
+    gateway: dict[str, Figures], floors: list[dict[str, Figures]], rss: tuple[float, float]
+) -> str:
+    """The gateway's figures as the issue's targets read them: added latency over the floor's (ms), and
+    throughput and CPU per request as ratios to the floor's, the floor averaged over its runs."""
+    lines = ["mode        over floor p50  over floor TTFB  req/s vs floor  CPU/req vs floor"]
+    for mode, figures in gateway.items():
+        runs = [floor[mode] for floor in floors]
+        p50 = sum(run.added_p50 for run in runs) / len(runs)
+        ttfb = sum(run.added_ttfb for run in runs) / len(runs)
+        rps = sum(run.max_rps for run in runs) / len(runs)
+        cpu = sum(run.cpu_per_request for run in runs) / len(runs)
+        lines.append(
+            f"{mode:<11} {ms(figures.added_p50 - p50):>14} {ms(figures.added_ttfb - ttfb):>16} "
+            f"{figures.max_rps / rps:>15.0%} {figures.cpu_per_request / cpu:>17.2f}x"
+        )
+    lines.append(f"peak RSS: gateway {rss[0]:.1f} MiB, floor {rss[1]:.1f} MiB")
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -124,10 +163,10 @@ def main() -> None:
     parser.add_argument("--api", choices=list(PATHS), default="chat")
     parser.add_argument(
         "--target",
-        choices=["gateway", "bare"],
-        default="gateway",
-        help="bare: the floor, a bare proxy on the same HTTP stack (tests/bench/bare_proxy.py), measured the "
-        "same way; compare the gateway with it as ratios of runs made in the same minutes",
+        choices=["both", "gateway", "bare"],
+        default="both",
+        help="both (the default): the floor, the gateway, the floor again, and the gateway's figures against "
+        "the floor's; bare: the floor alone, a bare proxy on the same HTTP stack (tests/bench/bare_proxy.py)",
     )
     parser.add_argument(
         "--experiment",
@@ -136,55 +175,35 @@ def main() -> None:
         help="nomatch: a shadow experiment on another model; shadow10: one shadowing 10%% of the requests",
     )
     args = parser.parse_args()
+    if args.target != "both":
+        run_target(args.target, args)
+        return
+    first_floor, _ = run_target("bare", args)
+    gateway, gateway_rss = run_target("gateway", args)
+    second_floor, floor_rss = run_target("bare", args)
+    print()
+    print(against_floor(gateway, [first_floor, second_floor], (gateway_rss, floor_rss)))
+
+
+def run_target(target: str, args: argparse.Namespace) -> tuple[dict[str, Figures], float]:
+    """Start the fast mock upstream and ``target`` in front of it, and measure it."""
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         mock_port, gateway_port = free_port(), free_port()
         mock_args = pinned([PYTHON, "-m", "tests.bench.fast_upstream", "--port", str(mock_port)], 1)
         with process(mock_args, f"http://127.0.0.1:{mock_port}/v1/models", env={}, log=tmp_path / "mock.log"):
-            config = make_config()
-            config["providers"]["mock"]["base_url"] = f"http://127.0.0.1:{mock_port}/v1"
-            config["providers"]["anthropic"] = {
-                "base_url": f"http://127.0.0.1:{mock_port}/v1",
-                "api_key": "sk-upstream",
-                "kind": "anthropic",
-            }
-            config["models"]["claude-sonnet-4-5"] = {
-                "provider": "anthropic",
-                "context_window": 1_000_000,
-                "pricing": {"input": "3.00", "cached_input": "0.30", "output": "15.00"},
-            }
-            if args.experiment != "none":
-                config["models"]["gpt-5.2"]["pricing"] = {"input": "1.00", "output": "4.00"}
-                config["experiments"] = {
-                    "bench": {
-                        "mode": "shadow",
-                        "primary": ["small" if args.experiment == "nomatch" else "gpt-5.4"],
-                        "candidate": "gpt-5.2",
-                        "sample_rate": 0.1,
-                        "budget_usd_per_day": 1_000_000,
-                        "max_concurrency": 64,
-                    }
-                }
-            path = write_config(tmp_path / "gateway.yaml", config)
-            env = {
-                "GATEWAY_CONFIG": str(path),
-                "GATEWAY_PORT": str(gateway_port),
-                "GATEWAY_REDIS_URL": args.redis_url,
-                "GATEWAY_HTTP_TRANSPORT": args.transport,
-            }
+            env = gateway_env(tmp_path, mock_port, gateway_port, args)
             gateway_args = pinned([str(Path(PYTHON).parent / "gateway"), "serve"], 0)
-            if args.target == "bare":
+            if target == "bare":
                 upstream = f"http://127.0.0.1:{mock_port}"
                 bare = ["-m", "tests.bench.bare_proxy", "--port", str(gateway_port), "--upstream", upstream]
                 gateway_args = pinned([PYTHON, *bare], 0)
             with process(
                 gateway_args, f"http://127.0.0.1:{gateway_port}/healthz", env=env, log=tmp_path / "gw.log"
             ) as gw:
-                import os
-
                 os.sched_setaffinity(0, {1})
                 # the gateway process is taskset's child exec: same pid
-                asyncio.run(
+                measured = asyncio.run(
                     measure(
                         f"http://127.0.0.1:{mock_port}",
                         f"http://127.0.0.1:{gateway_port}",
@@ -195,9 +214,46 @@ def main() -> None:
                     )
                 )
                 print(
-                    f"target: {args.target}; upstream transport: {args.transport}; api: {args.api}; "
+                    f"target: {target}; upstream transport: {args.transport}; api: {args.api}; "
                     f"experiment: {args.experiment}"
                 )
+                return measured
+
+
+def gateway_env(
+    tmp_path: Path, mock_port: int, gateway_port: int, args: argparse.Namespace
+) -> dict[str, str]:
+    """The gateway's environment: a config whose providers are the fast mock (and the experiment asked)."""
+    config = make_config()
+    config["providers"]["mock"]["base_url"] = f"http://127.0.0.1:{mock_port}/v1"
+    config["providers"]["anthropic"] = {
+        "base_url": f"http://127.0.0.1:{mock_port}/v1",
+        "api_key": "sk-upstream",
+        "kind": "anthropic",
+    }
+    config["models"]["claude-sonnet-4-5"] = {
+        "provider": "anthropic",
+        "context_window": 1_000_000,
+        "pricing": {"input": "3.00", "cached_input": "0.30", "output": "15.00"},
+    }
+    if args.experiment != "none":
+        config["models"]["gpt-5.2"]["pricing"] = {"input": "1.00", "output": "4.00"}
+        config["experiments"] = {
+            "bench": {
+                "mode": "shadow",
+                "primary": ["small" if args.experiment == "nomatch" else "gpt-5.4"],
+                "candidate": "gpt-5.2",
+                "sample_rate": 0.1,
+                "budget_usd_per_day": 1_000_000,
+                "max_concurrency": 64,
+            }
+        }
+    return {
+        "GATEWAY_CONFIG": str(write_config(tmp_path / "gateway.yaml", config)),
+        "GATEWAY_PORT": str(gateway_port),
+        "GATEWAY_REDIS_URL": args.redis_url,
+        "GATEWAY_HTTP_TRANSPORT": args.transport,
+    }
 
 
 if __name__ == "__main__":

@@ -84,7 +84,12 @@ async def wait_until(check: Callable[[], Awaitable[str | None]], *, timeout: flo
     deadline = time.monotonic() + timeout
     missing: str | None = "never checked"
     while time.monotonic() < deadline:
-        missing = await check()
+        try:
+            async with asyncio.timeout(max(0.1, deadline - time.monotonic())):
+                missing = await check()
+        except TimeoutError:
+            missing = f"the check itself did not answer ({missing})"
+            break
         if missing is None:
             return
         await asyncio.sleep(0.05)

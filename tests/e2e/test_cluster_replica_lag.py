@@ -65,7 +65,8 @@ async def ledger_ids(redis: RedisCluster, tenant: str) -> list[str]:
 async def record_all(ledger: Ledger, events: list[CostEvent]) -> None:
     for event in events:
         ledger.record(event)
-    await ledger.drain()
+    async with asyncio.timeout(60):
+        await ledger.drain()
 
 
 @pytest.mark.anyio
@@ -178,7 +179,8 @@ async def test_a_master_killed_before_its_replica_had_the_writes_loses_no_event_
                 for event in events:
                     ledger.record(event)
                 written = [memory.remember(tenant, response_id, remembered) for response_id in ids]
-                _, *kept = await asyncio.gather(ledger.drain(), *written)
+                async with asyncio.timeout(60):
+                    _, *kept = await asyncio.gather(ledger.drain(), *written)
                 assert all(kept)
                 assert ledger.stats().unconfirmed == EVENTS
                 cluster.kill(master)  # the replica never got them: the promoted one lacks them
