@@ -77,7 +77,9 @@ def test_messages_next_turn_reads_the_previous_prefix_up_to_its_last_breakpoint_
     previous = seen(before, ago_s=30)
     guess = from_conversation(previous, chain(after), model=MODEL, cache=CACHE, now_ms=NOW)
     prefix = previous.chain.tokens[-2]  # the previous request up to its last message, which changed
-    assert guess == CounterfactualCache(previous.chain.tokens[1], Basis.CONVERSATION)
+    current = chain(after)
+    writes = current.tokens[-1] - previous.chain.tokens[1]  # up to its breakpoint on its last message
+    assert guess == CounterfactualCache(previous.chain.tokens[1], Basis.CONVERSATION, writes)
     # the breakpoint on "and now?" is gone in the next turn (that message changed): what stays cached is
     # the system prompt, marked for an hour; the growing history needs a breakpoint inside what repeats
     assert previous.chain.tokens[1] < prefix
