@@ -53,6 +53,10 @@ class Settings(BaseSettings):
         default=5.0, gt=0, description="seconds an idle keep-alive connection stays open between requests"
     )
     reload_interval: float = Field(default=2.0, gt=0, description="seconds between config file checks")
+    mock_upstream: bool = Field(
+        default=False,
+        description="start a built-in mock upstream and point the config's provider variables at it",
+    )
     metrics_dir: Path | None = Field(
         default=None,
         validation_alias=AliasChoices("PROMETHEUS_MULTIPROC_DIR", "metrics_dir"),

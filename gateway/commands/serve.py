@@ -12,6 +12,10 @@ A server older than the gateway's minimum (``gateway.redisversion``), embedded o
 Metrics: ``PROMETHEUS_MULTIPROC_DIR`` is set to a fresh ``<data dir>/metrics`` before any worker starts, so
 every worker writes its metrics there and a scrape of any of them shows the sum over all.
 
+With ``--mock-upstream`` (``gateway.mockupstream``) a stand-in for the providers starts first, in this
+process, before the config is read (it names the mock's address in the variables the config reads), and
+the start prints the tenant key and a request to try; it stops after the workers.
+
 Shutdown (SIGTERM or SIGINT): stop accepting, let the requests and streams in flight finish for up to
 ``--graceful-timeout`` seconds (then cancel them; what they used is still metered), flush the ledger to
 Redis, stop the workers, and stop the embedded Redis last. The exit status is 0.
@@ -34,6 +38,7 @@ from pydantic import ValidationError
 from gateway.config import GatewayConfig
 from gateway.configfile import ConfigError, load_config
 from gateway.logs import configure_logging
+from gateway.mockupstream.server import MockUpstream, tenant_key, try_lines
 from gateway.redisconnect import RedisModeError, redis_mode, where
 from gateway.redisserver import EmbeddedRedis, EmbeddedRedisError, embedded_redis_dir
 from gateway.redisversion import RedisVersionError, check_configured
@@ -63,6 +68,7 @@ OPTIONS = (
     "header_timeout",
     "body_timeout",
     "keepalive_timeout",
+    "mock_upstream",
 )
 
 
@@ -118,6 +124,16 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         type=float,
         help="seconds an idle keep-alive connection stays open [GATEWAY_KEEPALIVE_TIMEOUT, 5]",
     )
+    parser.add_argument(
+        "--mock-upstream",
+        action="store_const",
+        const=True,
+        help=(
+            "start a built-in mock upstream (canned answers, no provider key) and point "
+            "${OPENAI_BASE_URL} and ${ANTHROPIC_BASE_URL} at it; prints the tenant key and a request "
+            "to try [GATEWAY_MOCK_UPSTREAM]"
+        ),
+    )
     parser.set_defaults(handler=run, given=frozenset())
 
 
@@ -144,6 +160,21 @@ def run(args: argparse.Namespace) -> int:
     os.environ.pop(MULTIPROC_ENV, None)  # chosen below, once the data directory is known
     try:
         settings = Settings()
+    except ValidationError as exc:
+        print(f"gateway serve: {exc}")
+        return 2
+    if not settings.mock_upstream:
+        return serve_gateway(settings, None)
+    mock = MockUpstream.start()  # before the config is read: it names the mock's URL
+    try:
+        return serve_gateway(settings, mock)
+    finally:
+        mock.stop()
+
+
+def serve_gateway(settings: Settings, mock: MockUpstream | None) -> int:
+    key = tenant_key() if mock is not None else None
+    try:
         config = load_config(settings.config)
     except ValidationError as exc:
         print(f"gateway serve: {exc}")
@@ -157,6 +188,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"gateway serve: {refused}", flush=True)
         return 2
     announce(settings, config)
+    if mock is not None and key is not None:
+        for line in try_lines(config, mock, key, host=settings.host, port=settings.port):
+            print(line, flush=True)
     os.environ[MULTIPROC_ENV] = str(fresh_metrics_dir(settings.data_dir))
     # uvicorn re-raises the signal that stopped it once it has shut down; with these handlers that
     # becomes SystemExit here, so the embedded Redis below is stopped last instead of being orphaned.

@@ -109,11 +109,12 @@ def test_dockerfile_says_podman_and_buildah_keep_the_healthcheck_only_in_dockers
     dockerfile: Dockerfile,
 ) -> None:
     """Their default OCI format has no HEALTHCHECK and they drop it with a warning: where the build is
-    documented (the Dockerfile's own header and the README), the build command carries ``--format docker``."""
+    documented (the Dockerfile's own header and the container how-to), the build command carries
+    ``--format docker``."""
     assert dockerfile.final.last("HEALTHCHECK") is not None
     header = DOCKERFILE.read_text(encoding="utf-8").split("\nARG ", 1)[0]
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    for where, text in (("deploy/Dockerfile", header), ("README.md", readme)):
+    howto = (ROOT / "docs" / "how-to" / "docker.md").read_text(encoding="utf-8")
+    for where, text in (("deploy/Dockerfile", header), ("docs/how-to/docker.md", howto)):
         builds = re.findall(r"(?:podman|buildah) build[^\n`]*", text)
         assert builds, f"{where} says nothing of building with podman or buildah"
         assert all("--format docker" in build for build in builds), (where, builds)

@@ -146,8 +146,9 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 
 if CHROMIUM.exists():
-    # Collected only where a browser is installed (``apt-get install chromium``); see README, "Experiments
-    # report". The screenshot is for a person to look at; the DOM dump shows the browser read the whole table.
+    # Collected only where a browser is installed (``apt-get install chromium``); see
+    # docs/concepts/experiments.md, "Experiments report". The screenshot is for a person to look at; the
+    # DOM dump shows the browser read the whole table.
 
     def test_experiment_html_renders_in_headless_chromium(tmp_path: Path) -> None:
         report = planted_report()
