@@ -22,7 +22,7 @@ from gateway.ledger import routes as ledger_routes
 from gateway.lifespan import open_gateway
 from gateway.logs import configure_logging
 from gateway.messages import routes as messages_routes
-from gateway.metrics import scrape as scrape_metrics
+from gateway.metrics.route import scrape as scrape_metrics
 from gateway.paths import PathGuard
 from gateway.responses import routes as responses_routes
 from gateway.sampling import routes as sampling_routes

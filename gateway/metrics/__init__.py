@@ -1,5 +1,6 @@
 """Prometheus metrics: what every request did (an observer), the state of the ledger and the config, and
-``GET /metrics``, correct across worker processes.
+their exposition, correct across worker processes (``GET /metrics`` is ``gateway.metrics.route``, a route
+of the HTTP edge).
 
 Under ``gateway serve`` the metrics run in prometheus_client's multiprocess mode: ``PROMETHEUS_MULTIPROC_DIR``
 is set to a fresh directory before the workers start, each worker writes its values to files there, and a
@@ -12,7 +13,6 @@ from __future__ import annotations
 from gateway.metrics.exposition import GatewayMetrics, SpoolCollector, StateReading
 from gateway.metrics.families import Families, build_families
 from gateway.metrics.observer import RequestMetrics
-from gateway.metrics.route import scrape
 
 __all__ = [
     "Families",
@@ -21,5 +21,4 @@ __all__ = [
     "SpoolCollector",
     "StateReading",
     "build_families",
-    "scrape",
 ]
