@@ -41,10 +41,10 @@ from gateway.ledger import Budgets
 from gateway.metering import LedgerRecorder
 from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat, planned_body
 from gateway.precompress import precompress_after
+from gateway.provider_count import Confirm
 from gateway.record import NO_ACTION, Observer, RequestRecord, notify, notify_soon
 from gateway.reload import ConfigStore
 from gateway.request_ids import client_request_id, new_request_id
-from gateway.responses.confirm import Confirm
 from gateway.responses.front import RESPONSES
 from gateway.responses.memory import ResponseMemory
 from gateway.responses.pending import Settler

@@ -4,7 +4,7 @@ error, a slow or unreadable answer) is logged and leaves the gateway's own count
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import anyio
 import httpx
@@ -16,6 +16,10 @@ from gateway.upstream import UpstreamPool
 from gateway.upstream_headers import upstream_headers
 
 log = structlog.get_logger("gateway.counts")
+
+Confirm = Callable[[], Awaitable[int | None]]
+"""What asks the provider that will bill a prompt for its count of it, as each front builds it (its own
+count endpoint and body); the planning step calls it near a line."""
 
 
 async def provider_count(

@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
+from gateway.provider_count import Confirm
 from gateway.provider_count import provider_count as ask
-from gateway.responses.confirm import Confirm
 from gateway.runtime import Route
 from gateway.upstream import UpstreamPool
 

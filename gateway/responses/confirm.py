@@ -10,11 +10,12 @@ unbilled call to the provider that will bill it. The count covers what the provi
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
+from gateway.provider_count import Confirm
 from gateway.provider_count import provider_count as ask
 from gateway.runtime import Route
 from gateway.upstream import UpstreamPool
@@ -32,8 +33,6 @@ COUNTED_FIELDS = (
     "truncation",
 )
 """What the count endpoint takes of a create body; the rest (stream, store, metadata...) it refuses."""
-
-Confirm = Callable[[], Awaitable[int | None]]
 
 
 def counting_body(body: Mapping[str, Any], upstream_model: str) -> bytes:
