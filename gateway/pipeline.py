@@ -45,7 +45,6 @@ from gateway.provider_count import Confirm
 from gateway.record import NO_ACTION, Observer, RequestRecord, notify, notify_soon
 from gateway.reload import ConfigStore
 from gateway.request_ids import client_request_id, new_request_id
-from gateway.responses.front import RESPONSES
 from gateway.responses.memory import ResponseMemory
 from gateway.responses.pending import Settler
 from gateway.runtime import Runtime
@@ -199,7 +198,7 @@ class Pipeline:
         one it asked for; ``tools``: the server-side tools it offers (their uses are held too)."""
         assert record.tenant is not None and record.requested_model is not None
         model = model or record.requested_model
-        caps = {"max_completion_tokens": body.get("max_output_tokens")} if front is RESPONSES else body
+        caps = front.caps(body)
 
         async def conversation(count: TokenCount) -> CacheFacts | None:
             assert record.tenant is not None

@@ -68,6 +68,11 @@ class Front(Protocol):
         """``body`` with its prompt replaced by transformed ``messages``; raises TransformFailed."""
         ...
 
+    def caps(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The fields of ``body`` that cap its output, under the names a chat body gives them
+        (``max_completion_tokens``, ``max_tokens``, ``n``): what the budget hold reads."""
+        ...
+
 
 class ChatFront:
     """Chat completions: the messages are the body's own."""
@@ -86,6 +91,9 @@ class ChatFront:
 
     def rebuild(self, body: Mapping[str, Any], messages: list[Any]) -> dict[str, Any]:
         return {**body, "messages": messages}
+
+    def caps(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        return body
 
 
 CHAT = ChatFront()

@@ -31,9 +31,7 @@ the two answers embedded."""
 
 def output_caps(job: ShadowJob) -> Mapping[str, Any]:
     """The fields of the request that cap its output (``max_tokens``, ``n``...), as the hold reads them."""
-    if job.endpoint == "responses":
-        return {"max_completion_tokens": job.body.get("max_output_tokens")}
-    return job.body
+    return job.front.caps(job.body)
 
 
 def comparison_ceiling_nanos(runtime: Runtime, experiment: ExperimentConfig) -> int:

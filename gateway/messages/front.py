@@ -35,6 +35,9 @@ class MessagesFront:
     def rebuild(self, body: Mapping[str, Any], messages: list[Any]) -> dict[str, Any]:
         return from_view(body, messages)
 
+    def caps(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        return body  # ``max_tokens``, as a chat body names it
+
 
 MESSAGES = MessagesFront()
 

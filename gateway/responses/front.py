@@ -29,6 +29,9 @@ class ResponsesFront:
     def rebuild(self, body: Mapping[str, Any], messages: list[Any]) -> dict[str, Any]:
         return {**body, "input": from_view(body, messages)}
 
+    def caps(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        return {"max_completion_tokens": body.get("max_output_tokens")}
+
 
 RESPONSES = ResponsesFront()
 
