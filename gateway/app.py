@@ -55,7 +55,7 @@ def create_app(
             app.state.gateway = state
             task_group = await stack.enter_async_context(anyio.create_task_group())
             task_group.start_soon(state.store.watch, settings.reload_interval)
-            task_group.start_soon(state.pipeline.settler.run)
+            task_group.start_soon(state.responses.settler.run)
             task_group.start_soon(state.mode.run)
             stack.callback(task_group.cancel_scope.cancel)
             log.info("gateway_started", config=str(settings.config), models=len(state.store.current.routes))

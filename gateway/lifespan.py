@@ -32,6 +32,8 @@ from gateway.redismode import ModeWatch
 from gateway.redisserver import EmbeddedRedis, embedded_redis_dir
 from gateway.reload import ConfigStore
 from gateway.responses.memory import ResponseMemory
+from gateway.responses.pending import Settler
+from gateway.responses.stored import StoredResponses
 from gateway.sampling.config import SamplingConfig
 from gateway.sampling.observer import Sampler
 from gateway.sampling.store import SampleWriter
@@ -153,7 +155,6 @@ async def open_gateway(
         background=background,
         budgets=Budgets(redis, budget_of=live.budget_of, config=ledger_config),
         conversations=conversations,
-        memory=memory,
         experiment_errors=metrics.families.count_experiment_error,
     )
     stack.push_async_callback(pipeline.experiments.aclose)  # before the pool and the ledger: shadow calls end
@@ -163,6 +164,7 @@ async def open_gateway(
         pool=pool,
         redis=redis,
         pipeline=pipeline,
+        responses=StoredResponses(memory, Settler(memory, observers=observers, store=store, pool=pool)),
         ledger=ledger,
         reader=LedgerReader(redis, keys=ledger.keys, budget_of=live.budget_of),
         samples=samples,

@@ -45,8 +45,6 @@ from gateway.provider_count import Confirm
 from gateway.record import NO_ACTION, Observer, RequestRecord, notify, notify_soon
 from gateway.reload import ConfigStore
 from gateway.request_ids import client_request_id, new_request_id
-from gateway.responses.memory import ResponseMemory
-from gateway.responses.pending import Settler
 from gateway.runtime import Runtime
 from gateway.sampling.decide import is_probe
 from gateway.sampling.logprobs import LogprobTally
@@ -80,7 +78,6 @@ class Pipeline:
         background: Background,
         budgets: Budgets,
         conversations: ConversationStore | None = None,
-        memory: ResponseMemory | None = None,
         experiment_errors: ErrorCount | None = None,
     ) -> None:
         self.store = store
@@ -94,12 +91,10 @@ class Pipeline:
         self.budgets = budgets
         self.retrievers: dict[Any, Any] = {}
         self.recall_memory: Lru[DocumentIndex] = Lru(RECALL_INDEXES)
-        self.memory = memory or ResponseMemory(redis, prefix=store.current.config.ledger.key_prefix)
         self.conversations = conversations or ConversationStore(
             redis, prefix=store.current.config.ledger.key_prefix
         )
         self.count_limiter = CountLimiter(redis, prefix=store.current.config.ledger.key_prefix)
-        self.settler = Settler(self.memory, observers=observers, store=store, pool=pool)
         self.experiments = Experiments(
             store=store,
             pool=pool,

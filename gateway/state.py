@@ -12,6 +12,7 @@ from gateway.pipeline import Pipeline
 from gateway.readiness import Readiness
 from gateway.redismode import ModeWatch
 from gateway.reload import ConfigStore
+from gateway.responses.stored import StoredResponses
 from gateway.sampling.store import SampleWriter
 from gateway.settings import Settings
 from gateway.upstream import UpstreamPool
@@ -24,6 +25,7 @@ class GatewayState:
     pool: UpstreamPool
     redis: aioredis.Redis
     pipeline: Pipeline
+    responses: StoredResponses
     ledger: Ledger
     reader: LedgerReader
     samples: SampleWriter

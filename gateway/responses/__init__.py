@@ -9,6 +9,7 @@ Modules, one concept each:
 - ``counting``  tokens of a Responses request (instructions, every input item, tools), upper bound
 - ``front``     ``ResponsesFront``: what ``gateway.planning`` needs to count and transform a request
 - ``memory``    what the gateway remembers of each response it saw (usage, provider), in Redis
+- ``stored``    the memory and the settler of background responses, held beside the pipeline
 - ``chain``     ``previous_response_id``: the estimated size of the history stored upstream
 - ``confirm``   the provider's own count (``/responses/input_tokens``) of a prompt near a line
 - ``pending``   background responses: billed when the gateway sees them end (polls, its own look)

@@ -34,11 +34,14 @@ from gateway.usage import usage_from_openai
 
 if TYPE_CHECKING:
     from gateway.pipeline import Pipeline
+    from gateway.responses.stored import StoredResponses
 
 METERED = frozenset({"compact"})
 
 
-async def by_id(pipeline: Pipeline, request: Request, response_id: str, action: str = "") -> Response:
+async def by_id(
+    pipeline: Pipeline, responses: StoredResponses, request: Request, response_id: str, action: str = ""
+) -> Response:
     """A call about one response. ``GET ...?stream=true`` is relayed as it arrives. A background
     response seen ended here has its cost recorded (``gateway.responses.pending``); one about to be
     deleted is looked at first, while the provider can still tell."""
@@ -47,10 +50,10 @@ async def by_id(pipeline: Pipeline, request: Request, response_id: str, action: 
         runtime = pipeline.store.current
         record.tenant = tenant = pipeline.authenticate(runtime, request)
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
-        remembered = await owned(pipeline.memory, runtime, tenant.name, response_id)
+        remembered = await owned(responses.memory, runtime, tenant.name, response_id)
         route = route_for_id(runtime, remembered)
         if request.method == "DELETE" and remembered is not None and remembered.pending is not None:
-            await pipeline.settler.look(tenant.name, response_id, remembered=remembered)
+            await responses.settler.look(tenant.name, response_id, remembered=remembered)
         record.stream = streamed = request.method == "GET" and not action and _asks_stream(request)
         exchange = await send(
             pipeline.pool,
@@ -67,7 +70,7 @@ async def by_id(pipeline: Pipeline, request: Request, response_id: str, action: 
 
     async def seen(seen_id: str, response: Mapping[str, Any] | None) -> None:
         if settles:
-            await pipeline.settler.observe(tenant.name, seen_id, remembered, response)
+            await responses.settler.observe(tenant.name, seen_id, remembered, response)
 
     pipeline.note_exchange(record, exchange, metered=False)
     if streamed:
@@ -79,7 +82,9 @@ async def by_id(pipeline: Pipeline, request: Request, response_id: str, action: 
     return _answer(pipeline, record, exchange)
 
 
-async def by_model(pipeline: Pipeline, request: Request, operation: str) -> Response:
+async def by_model(
+    pipeline: Pipeline, responses: StoredResponses, request: Request, operation: str
+) -> Response:
     """``compact`` runs a model: it takes a budget hold (the most its input and output can cost) and is
     billed; ``input_tokens`` only counts, within its tenant's limit (``gateway.count_calls``)."""
     record = pipeline.begin(request, f"responses_{operation}")
@@ -95,7 +100,7 @@ async def by_model(pipeline: Pipeline, request: Request, operation: str) -> Resp
         body = bodies.parse_object(raw)
         record.requested_model = model = bodies.require_model(body)
         candidates = runtime.serving(model, "chat")
-        await check_references(pipeline.memory, runtime, record.tenant.name, body)
+        await check_references(responses.memory, runtime, record.tenant.name, body)
         if not metered:
             await check_budget_left(hold, runtime, record, headers_of(request))
         if metered:

@@ -27,9 +27,10 @@ from gateway.upstream import send
 
 if TYPE_CHECKING:
     from gateway.pipeline import Pipeline
+    from gateway.responses.stored import StoredResponses
 
 
-async def create(pipeline: Pipeline, request: Request) -> Response:
+async def create(pipeline: Pipeline, responses: StoredResponses, request: Request) -> Response:
     record = pipeline.begin(request, "responses")
     hold = Hold(pipeline.budgets)
     async with pipeline.failing(record, hold):
@@ -43,7 +44,7 @@ async def create(pipeline: Pipeline, request: Request) -> Response:
         record.stream = body.get("stream") is True
         candidates = runtime.serving(model, "chat")
         previous = body.get("previous_response_id")
-        remembered = await check_references(pipeline.memory, runtime, tenant.name, body)
+        remembered = await check_references(responses.memory, runtime, tenant.name, body)
         stored = stored_history(previous, remembered)
         if runtime.experiments.splits:
             routed = await pipeline.experiments.route(
@@ -88,7 +89,7 @@ async def create(pipeline: Pipeline, request: Request) -> Response:
         if record.shadow_jobs and not record.stream:
             record.answer = answer_of(exchange.data)
     remember = remembering(
-        pipeline.memory,
+        responses.memory,
         record,
         keep=body.get("store") is not False,
         background=body.get("background") is True,

@@ -18,22 +18,25 @@ WEBSOCKET_REFUSAL = (
 
 
 async def create(request: Request) -> Response:
-    return await create_response(state_of(request).pipeline, request)
+    state = state_of(request)
+    return await create_response(state.pipeline, state.responses, request)
 
 
 async def by_id(request: Request) -> Response:
-    params = request.path_params
+    params, state = request.path_params, state_of(request)
     return await calls.by_id(
-        state_of(request).pipeline, request, params["response_id"], params.get("action", "")
+        state.pipeline, state.responses, request, params["response_id"], params.get("action", "")
     )
 
 
 async def compact(request: Request) -> Response:
-    return await calls.by_model(state_of(request).pipeline, request, "compact")
+    state = state_of(request)
+    return await calls.by_model(state.pipeline, state.responses, request, "compact")
 
 
 async def input_tokens(request: Request) -> Response:
-    return await calls.by_model(state_of(request).pipeline, request, "input_tokens")
+    state = state_of(request)
+    return await calls.by_model(state.pipeline, state.responses, request, "input_tokens")
 
 
 async def refuse_websocket(websocket: WebSocket) -> None:

@@ -237,7 +237,7 @@ def test_the_gateway_looks_at_background_responses_nobody_polls(
 ) -> None:
     router, upstream = background
     with gateway_client(tmp_path, redis_url, router, config=config(tenant_name)) as client:
-        settler = client.app.state.gateway.pipeline.settler  # type: ignore[attr-defined]
+        settler = client.app.state.gateway.responses.settler  # type: ignore[attr-defined]
         portal = client.portal
         assert portal is not None
 
