@@ -1,16 +1,16 @@
 """One request, top to bottom: authenticate, parse, route, forward, meter, respond.
 
-Route handlers stay a few lines; this module reads in the order of the request flow, with the chat flow
-itself. The other fronts' flows live beside their adapters (``gateway.responses.create``,
-``gateway.messages.pipeline``, ``gateway.forwarded`` for embeddings and passthrough) and call back into the
-steps here: planning, noting what was sent, failing, responding.
+Route handlers stay a few lines; this module reads in the order of the request flow. The fronts' flows
+live beside their adapters (``gateway.chat``, ``gateway.responses.create``, ``gateway.messages.pipeline``,
+``gateway.forwarded`` for embeddings and passthrough) and call the steps here: beginning a request,
+planning, noting what was sent, failing, responding.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -20,9 +20,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from compressors.lru import Lru
-from gateway import body as bodies
 from gateway import replies
-from gateway.admission import Hold, admitted, ceiling_nanos
+from gateway.admission import Hold, ceiling_nanos
 from gateway.attempts import note_timeouts, note_upstream_failure
 from gateway.auth import presented_key
 from gateway.background import Background
@@ -34,12 +33,11 @@ from gateway.conversations.requests import conversation_trace, look_up_before, r
 from gateway.conversations.store import ConversationStore
 from gateway.count_limit import CountLimiter
 from gateway.errors import ClientClosedRequest, GatewayError, UpstreamError
-from gateway.experiments.answer import answer_of
 from gateway.experiments.live import Experiments
 from gateway.experiments.trouble import ErrorCount
 from gateway.ledger import Budgets
 from gateway.metering import LedgerRecorder
-from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat, planned_body
+from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat
 from gateway.precompress import precompress_after
 from gateway.provider_count import Confirm
 from gateway.record import NO_ACTION, Observer, RequestRecord, notify, notify_soon
@@ -47,15 +45,11 @@ from gateway.reload import ConfigStore
 from gateway.request_ids import client_request_id, new_request_id
 from gateway.runtime import Runtime
 from gateway.sampling.decide import is_probe
-from gateway.sampling.logprobs import LogprobTally
-from gateway.servertools.allowance import check_allowed
-from gateway.servertools.requested import NO_TOOLS, RequestedTools, chat_tools
-from gateway.shared_objects import chat_references, check_shared
-from gateway.streaming import ChatStreamReader
+from gateway.servertools.requested import NO_TOOLS, RequestedTools
 from gateway.tokens.counter import TokenCount
 from gateway.transforms import CompressorTransforms
 from gateway.types import Tenant
-from gateway.upstream import Exchange, UpstreamPool, send
+from gateway.upstream import Exchange, UpstreamPool
 from policies import Action, Decision
 from policies.facts import CacheFacts
 
@@ -122,55 +116,7 @@ class Pipeline:
         request.state.client_request_id = record.client_request_id
         return record
 
-    # --- the routes ---------------------------------------------------------------------------------
-
-    async def chat(self, request: Request) -> Response:
-        record = self.begin(request, "chat")
-        hold = Hold(self.budgets)
-        async with self.failing(record, hold):
-            runtime = self.store.current
-            record.tenant = self.authenticate(runtime, request)
-            raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
-            body = bodies.parse_object(raw)
-            record.requested_model = model = bodies.check_chat(body)
-            record.stream = body.get("stream") is True
-            runtime.serving(model, "chat")  # 404 for an unknown model, 400 for an embedding one: no counting
-            check_shared(runtime, record.tenant.name, chat_references(body))
-            tools = chat_tools(body)
-            if tools:
-                tenant = runtime.config.tenants.get(record.tenant.name)
-                check_allowed(tenant, tools, param="web_search_options")
-            if runtime.experiments.splits:
-                routed = await self.experiments.route(
-                    runtime, record, body, headers_of(request), lambda: body["messages"]
-                )
-                if routed is not None:
-                    record.routed_model = model = routed
-            plan = await self.plan(runtime, request, record, hold, body, len(raw), model=model, tools=tools)
-            add_usage = record.stream and not _include_usage(body)
-            exchange = await send(
-                self.pool,
-                admitted(runtime, plan, model),
-                path="/chat/completions",
-                body_for=lambda route: planned_body(raw, plan, route, add_usage=add_usage),
-                incoming_headers=headers_of(request),
-                stream=record.stream,
-                expect_json=not record.stream,
-            )
-        await self.note_sent(runtime, record, plan, exchange, body)
-        record.tool_uses = tools.held  # a search model searches once per request; usage does not say so
-        if runtime.experiments.shadows:
-            self.experiments.watch(runtime, record, body, headers_of(request), CHAT)
-            if record.shadow_jobs and not record.stream:
-                record.answer = answer_of(exchange.data)
-        if record.stream:
-            return self.relay_stream(
-                record, exchange, strip_usage_chunk=add_usage, logprobs=bool(body.get("logprobs"))
-            )
-        return self.respond(record, exchange)
-
-    # the other fronts' flows live with their adapters (their routes call them with the pipeline); they
-    # call back into the steps below
+    # --- steps 3-6: count, decide, admit, transform (every front's flow calls them) -------------------
 
     async def plan(
         self,
@@ -376,27 +322,6 @@ class Pipeline:
         notify_soon(self.observers, record)
         return response
 
-    def relay_stream(
-        self, record: RequestRecord, exchange: Exchange, *, strip_usage_chunk: bool, logprobs: bool = False
-    ) -> Response:
-        return replies.relay(
-            record,
-            exchange,
-            reader=ChatStreamReader(
-                strip_usage_chunk=strip_usage_chunk,
-                started=exchange.started,
-                report_prompt_tokens=record.report_prompt_tokens,
-                collect_calls=bool(record.shadow_jobs),
-            ),
-            tally=LogprobTally() if logprobs else None,
-            done=lambda: notify(self.observers, record),
-        )
-
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _include_usage(body: Mapping[str, Any]) -> bool:
-    options = body.get("stream_options")
-    return isinstance(options, dict) and options.get("include_usage") is True

@@ -12,7 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway import forwarded
+from gateway import chat, forwarded
 from gateway.echo import echoed
 from gateway.errors import AuthenticationFailed, GatewayError, NotFound, PermissionDenied, RouteNotFound
 from gateway.request_ids import client_request_id, new_request_id
@@ -34,7 +34,7 @@ def json_response(data: object, status_code: int = 200, headers: dict[str, str] 
 
 
 async def chat_completions(request: Request) -> Response:
-    return await state_of(request).pipeline.chat(request)
+    return await chat.completions(state_of(request).pipeline, request)
 
 
 async def embeddings(request: Request) -> Response:
