@@ -30,6 +30,8 @@ from policies.facts import CacheFacts
 from policies.margin import CountMargin
 
 INLINE_COUNT_BYTES = 16 * 1024
+PRIVATE = "_gateway_"
+"""The prefix of the keys a front's adapter adds to view messages and their parts (its bookkeeping)."""
 
 
 class TransformFailed(Exception):
@@ -73,6 +75,11 @@ class Front(Protocol):
         (``max_completion_tokens``, ``max_tokens``, ``n``): what the budget hold reads."""
         ...
 
+    def breakpoints(self, body: Mapping[str, Any], views: list[Any]) -> list[tuple[int, int]] | None:
+        """The prompt's explicit cache breakpoints, as (element, TTL in seconds): element 0 the tools,
+        ``i + 1`` view message ``i`` (``views``: ``messages(body)``); None for an implicit cache."""
+        ...
+
 
 class ChatFront:
     """Chat completions: the messages are the body's own."""
@@ -95,8 +102,27 @@ class ChatFront:
     def caps(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
         return body
 
+    def breakpoints(self, body: Mapping[str, Any], views: list[Any]) -> list[tuple[int, int]] | None:
+        return None
+
 
 CHAT = ChatFront()
+
+
+def countable(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A view message without the adapter's bookkeeping (item positions, text sources), so that the
+    counter's per-message cache knows it by content: the same turn hits the cache wherever it stands
+    (after a compression, or when the client drops its oldest items)."""
+    kept = {key: value for key, value in message.items() if not key.startswith(PRIVATE)}
+    content = kept.get("content")
+    if isinstance(content, list):
+        kept["content"] = [
+            {key: value for key, value in part.items() if not key.startswith(PRIVATE)}
+            if isinstance(part, Mapping)
+            else part
+            for part in content
+        ]
+    return kept
 
 
 @dataclass(slots=True)

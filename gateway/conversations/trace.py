@@ -14,12 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.config import GatewayConfig, PromptCacheConfig, prompt_cache_of
-from gateway.conversations.fingerprint import Breakpoint, Chain, Opening, anchor_of, chain_of, opening_of
+from gateway.conversations.fingerprint import Chain, Opening, anchor_of, chain_of, opening_of
 from gateway.conversations.state import ConversationState, Seen
-from gateway.messages.breakpoints import ttls
-from gateway.messages.view import BREAKPOINTS
-from gateway.planning import Front, Plan
-from gateway.responses.counting import countable
+from gateway.planning import Front, Plan, countable
 from gateway.tokens.counter import TokenCount
 from policies import Action
 from policies.facts import Strategy
@@ -42,21 +39,8 @@ class Prompt:
             [countable(message) for message in views],
             tools_tokens=self.count.tools,
             per_message=self.count.per_message,
-            breakpoints=explicit_breakpoints(self.body.get("tools"), views),
+            breakpoints=self.front.breakpoints(self.body, views),
         )
-
-
-def explicit_breakpoints(tools: Any, views: list[Any]) -> list[Breakpoint] | None:
-    """The cache breakpoints of a prompt whose view says where they are (the Messages front's, for
-    Anthropic's explicit cache), as chain elements: 0 the tools, ``i + 1`` view message ``i``; None for
-    any other front (an implicit cache)."""
-    if not views or not isinstance(views[0], Mapping) or BREAKPOINTS not in views[0]:
-        return None
-    listed = tools if isinstance(tools, list) else []
-    found: list[Breakpoint] = [(0, ttl) for tool in listed for ttl in ttls(tool)]
-    for index, view in enumerate(views, start=1):
-        found.extend((index, ttl) for ttl in view.get(BREAKPOINTS, ()))
-    return found
 
 
 def retention_of(chain: Chain, default: float) -> float:

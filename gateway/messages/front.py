@@ -8,8 +8,9 @@ from typing import Any
 
 from gateway.body import JsonObject, require_model
 from gateway.errors import InvalidRequest
+from gateway.messages.breakpoints import ttls
 from gateway.messages.counting import count_prompt, messages_upper_bound
-from gateway.messages.view import from_view, to_view
+from gateway.messages.view import BREAKPOINTS, from_view, to_view
 from gateway.tokens.counter import TokenCount, TokenCounter
 
 ROLES = frozenset({"user", "assistant"})
@@ -37,6 +38,17 @@ class MessagesFront:
 
     def caps(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
         return body  # ``max_tokens``, as a chat body names it
+
+    def breakpoints(self, body: Mapping[str, Any], views: list[Any]) -> list[tuple[int, int]] | None:
+        """Anthropic's explicit cache: the breakpoints the view recorded on each message
+        (``view.BREAKPOINTS``), and those on tool definitions."""
+        if not views or not isinstance(views[0], Mapping) or BREAKPOINTS not in views[0]:
+            return None
+        tools = body.get("tools")
+        found = [(0, ttl) for tool in (tools if isinstance(tools, list) else []) for ttl in ttls(tool)]
+        for index, view in enumerate(views, start=1):
+            found.extend((index, ttl) for ttl in view.get(BREAKPOINTS, ()))
+        return found
 
 
 MESSAGES = MessagesFront()

@@ -49,8 +49,9 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
+from gateway.planning import countable
 from gateway.responses.items import REASONING, input_items, is_call, is_message, is_output, kind_of
-from gateway.responses.view import PRIVATE, to_view
+from gateway.responses.view import to_view
 from gateway.tokens import bound
 from gateway.tokens.counter import TokenCount, TokenCounter
 from gateway.tokens.messages import PER_MESSAGE, REPLY_PRIMER
@@ -75,22 +76,6 @@ def count_responses(counter: TokenCounter, model: str, body: Mapping[str, Any]) 
     if not count.approximate and _has_opaque(body):
         count = replace(count, approximate=True)
     return count
-
-
-def countable(message: Mapping[str, Any]) -> dict[str, Any]:
-    """A view message without the adapter's bookkeeping (item positions, text sources), so that the
-    counter's per-message cache knows it by content: the same turn hits the cache wherever it stands
-    (after a compression, or when the client drops its oldest items)."""
-    kept = {key: value for key, value in message.items() if not key.startswith(PRIVATE)}
-    content = kept.get("content")
-    if isinstance(content, list):
-        kept["content"] = [
-            {key: value for key, value in part.items() if not key.startswith(PRIVATE)}
-            if isinstance(part, Mapping)
-            else part
-            for part in content
-        ]
-    return kept
 
 
 def responses_upper_bound(counter: TokenCounter, model: str, body: Mapping[str, Any], body_len: int) -> int:

@@ -32,6 +32,9 @@ class ResponsesFront:
     def caps(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
         return {"max_completion_tokens": body.get("max_output_tokens")}
 
+    def breakpoints(self, body: Mapping[str, Any], views: list[Any]) -> list[tuple[int, int]] | None:
+        return None
+
 
 RESPONSES = ResponsesFront()
 

@@ -39,8 +39,6 @@ from gateway.responses.items import (
 
 Message = dict[str, Any]
 
-PRIVATE = "_gateway_"
-"""The prefix of the keys the adapter adds to view messages and their parts."""
 ITEMS = "_gateway_items"
 """On a view message: the positions of the input items it stands for."""
 SOURCE = "_gateway_source"

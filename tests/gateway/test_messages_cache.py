@@ -21,7 +21,7 @@ from gateway.conversations.facts import cache_facts
 from gateway.conversations.fingerprint import Chain
 from gateway.conversations.state import ConversationState, Seen
 from gateway.conversations.store import Recalled
-from gateway.conversations.trace import Prompt, explicit_breakpoints, retention_of
+from gateway.conversations.trace import Prompt, retention_of
 from gateway.messages.front import MESSAGES
 from gateway.planning import CHAT
 from tests.factories import shared_counter
@@ -68,8 +68,9 @@ def test_messages_chain_knows_its_breakpoints_by_element() -> None:
     found = chain(body)
     assert found.breakpoints == ((0, 300), (1, 3600), (len(found) - 1, 300))
     assert len(found) == 1 + 1 + 5  # tools, system, five messages
-    assert explicit_breakpoints(None, CHAT.messages({"messages": [{"role": "user", "content": "x"}]})) is None
-    assert explicit_breakpoints(None, []) is None
+    chat = {"messages": [{"role": "user", "content": "x"}]}
+    assert CHAT.breakpoints(chat, CHAT.messages(chat)) is None
+    assert MESSAGES.breakpoints({"messages": []}, []) is None
 
 
 def test_messages_next_turn_reads_the_previous_prefix_up_to_its_last_breakpoint_exactly() -> None:

@@ -7,8 +7,8 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.planning import TransformFailed
-from gateway.responses.counting import count_responses, countable, image_parts
+from gateway.planning import TransformFailed, countable
+from gateway.responses.counting import count_responses, image_parts
 from gateway.responses.items import groups, input_items
 from gateway.responses.view import ITEMS, from_view, to_view
 from tests.factories import shared_counter
