@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 
 from gateway.config import GatewayConfig, ModelConfig, ModelPricing, prompt_cache_of
-from gateway.conversations.counterfactual import Basis, CounterfactualCache
+from gateway.counterfactual_cache import Basis, CounterfactualCache
 from gateway.ledger import CostEvent, Ledger
 from gateway.money import nanos_from_usd, usd
 from gateway.pricing import Cost, price

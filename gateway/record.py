@@ -13,9 +13,9 @@ import structlog
 from gateway.types import Tenant, Usage
 
 if TYPE_CHECKING:
-    from gateway.conversations.counterfactual import CounterfactualCache
     from gateway.conversations.store import Looked
     from gateway.conversations.trace import ConversationTrace
+    from gateway.counterfactual_cache import CounterfactualCache
     from gateway.experiments.answer import Answer
     from gateway.experiments.job import ShadowJob
     from gateway.experiments.split import NewConversation

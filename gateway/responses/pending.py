@@ -27,7 +27,7 @@ from typing import Any
 import structlog
 
 from gateway.body import json_object
-from gateway.conversations.counterfactual import Basis, CounterfactualCache
+from gateway.counterfactual_cache import Basis, CounterfactualCache
 from gateway.errors import GatewayError, RouteNotFound, UpstreamError, UpstreamRejected
 from gateway.record import Observer, RequestRecord, notify
 from gateway.reload import ConfigStore

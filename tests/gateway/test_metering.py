@@ -20,7 +20,7 @@ import respx
 from structlog.testing import capture_logs
 
 from gateway.config import GatewayConfig
-from gateway.conversations.counterfactual import Basis, CounterfactualCache
+from gateway.counterfactual_cache import Basis, CounterfactualCache
 from gateway.ledger import CostEvent, Ledger, LedgerReader, Period
 from gateway.ledger.schema import LedgerConfig
 from gateway.metering import DEFAULT_MAX_OUTPUT_TOKENS, LedgerRecorder, cost_of, max_cost_nanos

@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 from gateway.app import create_app
 from gateway.config import GatewayConfig
 from gateway.configfile import ConfigError, load_config
-from gateway.conversations.counterfactual import Basis, CounterfactualCache
+from gateway.counterfactual_cache import Basis, CounterfactualCache
 from gateway.ledger import Ledger
 from gateway.metering import LedgerRecorder
 from gateway.metrics import GatewayMetrics, RequestMetrics, SpoolCollector, StateReading
