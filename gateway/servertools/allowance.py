@@ -4,8 +4,10 @@ names the tool, before anything goes upstream."""
 
 from __future__ import annotations
 
-from gateway.config import TenantConfig
+from typing import Protocol
+
 from gateway.errors import InvalidRequest
+from gateway.servertools.kinds import ServerToolKind
 from gateway.servertools.requested import RequestedTools
 
 REFUSED_CODE = "server_tool_not_allowed"
@@ -13,7 +15,14 @@ SHOWN_CHARS = 64
 """Of a tool's type as the client sent it, what the error repeats."""
 
 
-def check_allowed(tenant: TenantConfig | None, requested: RequestedTools, *, param: str = "tools") -> None:
+class Allowance(Protocol):
+    """What the check reads of a tenant's config (``gateway.config.TenantConfig``)."""
+
+    @property
+    def server_tools(self) -> bool | tuple[ServerToolKind, ...]: ...
+
+
+def check_allowed(tenant: Allowance | None, requested: RequestedTools, *, param: str = "tools") -> None:
     """Raise ``InvalidRequest`` when ``requested`` offers a kind ``tenant`` may not use."""
     if not requested or tenant is None or tenant.server_tools is True:
         return
