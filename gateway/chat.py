@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -15,15 +16,19 @@ from gateway import body as bodies
 from gateway import replies
 from gateway.admission import Hold, admitted
 from gateway.body import headers_of
-from gateway.experiments.answer import answer_of
-from gateway.planning import CHAT, planned_body
+from gateway.experiments.answer import answer_of, streamed_chat_answer
+from gateway.experiments.bounded import drain
+from gateway.experiments.replay import Reading
+from gateway.planning import CHAT, Plan, planned_body
 from gateway.record import RequestRecord, notify
+from gateway.runtime import Route
 from gateway.sampling.logprobs import LogprobTally
 from gateway.servertools.allowance import check_allowed
 from gateway.servertools.requested import chat_tools
 from gateway.shared_objects import chat_references, check_shared
 from gateway.streaming import ChatStreamReader
 from gateway.upstream import Exchange, send
+from gateway.usage import usage_from_openai
 
 if TYPE_CHECKING:
     from gateway.pipeline import Pipeline
@@ -65,7 +70,7 @@ async def completions(pipeline: Pipeline, request: Request) -> Response:
     await pipeline.note_sent(runtime, record, plan, exchange, body)
     record.tool_uses = tools.held  # a search model searches once per request; usage does not say so
     if runtime.experiments.shadows:
-        pipeline.experiments.watch(runtime, record, body, headers_of(request), CHAT)
+        pipeline.experiments.watch(runtime, record, body, headers_of(request), CHAT, CHAT_REPLAY)
         if record.shadow_jobs and not record.stream:
             record.answer = answer_of(exchange.data)
     if record.stream:
@@ -83,18 +88,51 @@ def _relay_stream(
     strip_usage_chunk: bool,
     logprobs: bool = False,
 ) -> Response:
-    return replies.relay(
-        record,
-        exchange,
-        reader=ChatStreamReader(
-            strip_usage_chunk=strip_usage_chunk,
-            started=exchange.started,
-            report_prompt_tokens=record.report_prompt_tokens,
-            collect_calls=bool(record.shadow_jobs),
-        ),
-        tally=LogprobTally() if logprobs else None,
-        done=lambda: notify(pipeline.observers, record),
+    reader = ChatStreamReader(
+        strip_usage_chunk=strip_usage_chunk,
+        started=exchange.started,
+        report_prompt_tokens=record.report_prompt_tokens,
+        collect_calls=bool(record.shadow_jobs),
     )
+
+    def done() -> None:
+        if reader.collect_calls:
+            record.answer = streamed_chat_answer(reader.answer_text, reader.calls, reader.finish_reason)
+        notify(pipeline.observers, record)
+
+    return replies.relay(
+        record, exchange, reader=reader, tally=LogprobTally() if logprobs else None, done=done
+    )
+
+
+class ChatReplay:
+    """A shadow call's copy of a chat request (``experiments.replay.Replay``): a stream asks for its
+    usage, and the answer is read as a chat completion or chunk stream."""
+
+    def body(self, body: Mapping[str, Any], candidate: str) -> dict[str, Any]:
+        copy = {**body, "model": candidate}
+        copy.pop("store", None)
+        return copy
+
+    def content(self, raw: bytes, plan: Plan, route: Route, *, stream: bool) -> bytes:
+        return planned_body(raw, plan, route, add_usage=stream)
+
+    def read(self, data: Mapping[str, Any]) -> Reading:
+        usage = data.get("usage")
+        return Reading(answer_of(data), usage_from_openai(usage if isinstance(usage, dict) else None))
+
+    async def read_stream(self, response: httpx.Response, *, started: float, limit: int) -> Reading:
+        chat = ChatStreamReader(strip_usage_chunk=False, started=started, collect_calls=True)
+        await drain(response, chat, limit)
+        usage = chat.usage
+        return Reading(
+            streamed_chat_answer(chat.answer_text, chat.calls, chat.finish_reason),
+            usage_from_openai(usage if isinstance(usage, dict) else None),
+            chat.first_token_seconds,
+        )
+
+
+CHAT_REPLAY = ChatReplay()
 
 
 def _include_usage(body: Mapping[str, Any]) -> bool:

@@ -12,7 +12,6 @@ import httpx
 from starlette.responses import Response, StreamingResponse
 
 from gateway.body import json_object
-from gateway.experiments.answer import streamed_chat_answer
 from gateway.record import RequestRecord
 from gateway.sampling.logprobs import LogprobTally, completion_logprobs
 from gateway.streaming import ChatStreamReader
@@ -159,8 +158,6 @@ def relay(
             summary = tally.summary() if tally is not None else None
             if summary is not None:
                 summary.apply(record)
-            if reader.collect_calls:
-                record.answer = streamed_chat_answer(reader.answer_text, reader.calls, reader.finish_reason)
             done()
 
     return StreamingResponse(

@@ -1,7 +1,8 @@
 """What a model answered, in one shape for every API: its text, the tools it called, why it stopped.
 
-Read from a whole chat completion, a Responses object, or what a stream reader assembled; the shadow
-comparison works on these and never on the bytes.
+Read from a whole chat completion or what a chat stream assembled; the Responses and Messages fronts read
+theirs the same way (``gateway.responses.stream``, ``gateway.messages.stream``). The shadow comparison
+works on these and never on the bytes.
 """
 
 from __future__ import annotations
@@ -9,11 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import orjson
-
-from gateway.messages.stream import finish_reason_of as anthropic_finish_reason
-from gateway.responses.stream import finish_reason_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,35 +30,10 @@ NO_ANSWER = Answer()
 
 
 def answer_of(data: Mapping[str, Any] | None) -> Answer:
-    """A chat completion (``choices``) or a Responses object (``output``); an empty answer otherwise."""
-    if not isinstance(data, Mapping):
+    """A chat completion (``choices``); an empty answer otherwise."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("choices"), list):
         return NO_ANSWER
-    if isinstance(data.get("choices"), list):
-        return chat_answer(data)
-    if isinstance(data.get("output"), list):
-        return responses_answer(data)
-    if data.get("type") == "message" and isinstance(data.get("content"), list):
-        return messages_answer(data["content"], data.get("stop_reason"))
-    return NO_ANSWER
-
-
-def messages_answer(blocks: Sequence[Any], stop_reason: object) -> Answer:
-    """An Anthropic message's content blocks: its text blocks' text, its ``tool_use`` blocks as calls
-    (their ``input`` as JSON; from a stream, the ``partial_json`` they were sent as)."""
-    texts: list[str] = []
-    calls: list[ToolCall] = []
-    for block in blocks:
-        if not isinstance(block, Mapping):
-            continue
-        if block.get("type") == "text" and isinstance(block.get("text"), str):
-            texts.append(block["text"])
-        elif block.get("type") == "tool_use" and isinstance(block.get("name"), str):
-            streamed = block.get("partial_json")
-            arguments = (
-                streamed if isinstance(streamed, str) else orjson.dumps(block.get("input", {})).decode()
-            )
-            calls.append(ToolCall(block["name"], arguments))
-    return Answer(text="".join(texts), calls=tuple(calls), finish_reason=anthropic_finish_reason(stop_reason))
+    return chat_answer(data)
 
 
 def chat_answer(data: Mapping[str, Any]) -> Answer:
@@ -89,23 +60,6 @@ def _chat_calls(calls: Sequence[Any]) -> list[ToolCall]:
             arguments = function.get("arguments")
             found.append(ToolCall(function["name"], arguments if isinstance(arguments, str) else ""))
     return found
-
-
-def responses_answer(data: Mapping[str, Any]) -> Answer:
-    texts: list[str] = []
-    calls: list[ToolCall] = []
-    for item in data.get("output") or ():
-        if not isinstance(item, Mapping):
-            continue
-        kind = item.get("type")
-        if kind == "message":
-            for part in item.get("content") or ():
-                if isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                    texts.append(part["text"])
-        elif kind == "function_call" and isinstance(item.get("name"), str):
-            arguments = item.get("arguments")
-            calls.append(ToolCall(item["name"], arguments if isinstance(arguments, str) else ""))
-    return Answer(text="".join(texts), calls=tuple(calls), finish_reason=finish_reason_of(data))
 
 
 def streamed_chat_answer(

@@ -6,31 +6,25 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Protocol
 
 import orjson
 
 from gateway.admission import ceiling_nanos
 from gateway.errors import BudgetExceeded, GatewayError
-from gateway.experiments.answer import Answer, answer_of, messages_answer, streamed_chat_answer
-from gateway.experiments.bounded import Oversized, drain, read_json
+from gateway.experiments.answer import Answer
+from gateway.experiments.bounded import Oversized, read_json
 from gateway.experiments.config import ExperimentConfig, bill_tenant
 from gateway.experiments.holds import comparison_ceiling_nanos, output_caps
 from gateway.experiments.job import ShadowJob, Side
 from gateway.experiments.sides import SHADOW, side_of
 from gateway.ledger import Budgets, Reservation
-from gateway.messages.stream import MessagesStreamReader
-from gateway.messages.thinking import for_another_model
-from gateway.messages.usage import usage_from_anthropic
 from gateway.money import usd
-from gateway.planning import Plan, Transforms, plan_chat, planned_body
+from gateway.planning import Plan, Transforms, plan_chat
 from gateway.record import Observer, RequestRecord, notify
-from gateway.responses.stream import ResponsesStreamReader
 from gateway.runtime import Route, Runtime
-from gateway.streaming import ChatStreamReader
 from gateway.types import Usage
 from gateway.upstream import Exchange, UpstreamPool, send
-from gateway.usage import usage_from_openai
 from policies import Decision
 
 OVERSIZED = "response_too_large"
@@ -83,7 +77,7 @@ class CandidateCall:
         """The candidate's answer (empty when it failed: ``side().error`` says why). Raises
         ``BudgetExceeded`` when the experiment's budget cannot hold the call."""
         job, record, runtime = self.job, self.record, self.runtime
-        body = _candidate_body(job, self.experiment.candidate)
+        body = job.replay.body(job.body, self.experiment.candidate)
         raw = orjson.dumps(body)
         answer = Answer()
         try:
@@ -104,7 +98,7 @@ class CandidateCall:
                 self.pool,
                 (self._route(plan),),
                 path=job.path,
-                body_for=lambda route: _body_for(job, raw, plan, route),
+                body_for=lambda route: job.replay.content(raw, plan, route, stream=job.stream),
                 incoming_headers=job.headers,
                 stream=True,  # a whole body too: it is read as it arrives, up to the limit
                 attempts_per_route=1,  # a shadow call is never retried
@@ -172,7 +166,7 @@ class CandidateCall:
         record.provider = exchange.route.provider_name
         record.status = exchange.response.status_code
         record.attempts = exchange.attempts
-        anthropic = self.job.endpoint == "messages"
+        replay = self.job.replay
         limit = self.runtime.config.limits.shadow_max_response_bytes
         if not self.job.stream:
             data, size = await read_json(exchange.response, limit)
@@ -181,60 +175,19 @@ class CandidateCall:
                 record.status, record.error_type = 502, "upstream_invalid_response"
                 record.error_detail = f"a body of {size} bytes that is not a JSON object"
                 return Answer()
-            record.usage = _usage(data.get("usage"), anthropic=anthropic)
-            found = answer_of(data)
-            record.finish_reason = found.finish_reason
-            return found
-        if anthropic:
-            reader = MessagesStreamReader(started=started, collect=True)
-            blocks = await drain(exchange.response, reader, limit)
-            found = messages_answer(
-                [blocks.blocks[index] for index in sorted(blocks.blocks)], blocks.stop_reason
-            )
-            usage, first = blocks.usage, blocks.first_token_seconds
-            if blocks.error is not None:
-                record.error_type = str(blocks.error.get("type") or "api_error")
-        elif self.job.endpoint == "chat":
-            chat = ChatStreamReader(strip_usage_chunk=False, started=started, collect_calls=True)
-            await drain(exchange.response, chat, limit)
-            found = streamed_chat_answer(chat.answer_text, chat.calls, chat.finish_reason)
-            usage, first = chat.usage, chat.first_token_seconds
-        else:
-            events = await drain(exchange.response, ResponsesStreamReader(started=started), limit)
-            found = answer_of(events.response)
-            usage, first = events.usage, events.first_token_seconds
+            reading = replay.read(data)
+            record.usage = reading.usage
+            record.finish_reason = reading.answer.finish_reason
+            return reading.answer
+        reading = await replay.read_stream(exchange.response, started=started, limit=limit)
+        if reading.error_type is not None:
+            record.error_type = reading.error_type
         record.upstream_seconds = time.perf_counter() - started
-        record.first_token_seconds = first
-        record.usage = _usage(usage, anthropic=anthropic)
-        record.finish_reason = found.finish_reason
-        return found
+        record.first_token_seconds = reading.first_token_seconds
+        record.usage = reading.usage
+        record.finish_reason = reading.answer.finish_reason
+        return reading.answer
 
     def side(self) -> Side:
         """The candidate's side of the pair: its record's, with its own decision as the action."""
         return replace(side_of(self.record), action=self.action)
-
-
-def _body_for(job: ShadowJob, raw: bytes, plan: Plan, route: Route) -> bytes:
-    """The candidate's bytes: chat streams ask for their usage; a Messages copy goes without the thinking
-    blocks only the primary can verify."""
-    if job.endpoint == "messages":
-        changed, dropped = for_another_model(plan.body, route.upstream_model)
-        return orjson.dumps(changed) if dropped else planned_body(raw, plan, route)
-    return planned_body(raw, plan, route, add_usage=job.stream and job.endpoint == "chat")
-
-
-def _usage(usage: object, *, anthropic: bool) -> Usage | None:
-    if anthropic:
-        return usage_from_anthropic(usage) if isinstance(usage, dict) else None
-    return usage_from_openai(usage if isinstance(usage, dict) else None)
-
-
-def _candidate_body(job: ShadowJob, candidate: str) -> dict[str, Any]:
-    """The request as the candidate gets it: its model, and nothing the provider would keep or run on."""
-    body = {**job.body, "model": candidate}
-    if job.endpoint == "responses":
-        body["store"] = False
-        body.pop("background", None)
-    else:
-        body.pop("store", None)
-    return body

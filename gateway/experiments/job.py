@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.experiments.matching import Watch
+from gateway.experiments.replay import Replay
 from gateway.planning import CHAT, Front
 from gateway.types import Tenant
 
@@ -25,6 +26,8 @@ class ShadowJob:
     headers: dict[str, str]
     stream: bool
     tokens: int
+    replay: Replay
+    """How the candidate's copy is sent and its answer read, in the API of the request's front."""
     front: Front = CHAT
     path: str = PATHS["chat"]
     """Upstream, with the client's query string (Messages' ``?beta=true``)."""

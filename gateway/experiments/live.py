@@ -20,6 +20,7 @@ from gateway.experiments.candidate import ShadowServices
 from gateway.experiments.config import bill_tenant
 from gateway.experiments.job import PATHS, ShadowJob
 from gateway.experiments.matching import Watch, matches, sampled
+from gateway.experiments.replay import Replay
 from gateway.experiments.shadow import ShadowRunner
 from gateway.experiments.sides import SHADOW, side_of
 from gateway.experiments.split import (
@@ -166,13 +167,16 @@ class Experiments:
         body: dict[str, Any],
         headers: Mapping[str, str],
         front: Front,
+        replay: Replay,
         *,
         path: str | None = None,
         api: str = "openai",
     ) -> None:
         """Mark the request for the shadow experiments it matches, and keep what a sampled one's
         candidate call needs. Called once the primary has answered, before the answer is relayed.
-        ``path``: the upstream path the copy goes to (default: the endpoint's), ``api``: the front's."""
+        ``front`` and ``replay``: how the request's front shows its prompt and how a copy is sent in its
+        API; ``path``: the upstream path the copy goes to (default: the endpoint's), ``api``: the
+        front's."""
         watches = runtime.experiments.shadows.get(record.requested_model or "")
         tenant = record.tenant
         if not watches or tenant is None or record.probe or record.experiment is not None:
@@ -200,6 +204,7 @@ class Experiments:
                     headers=dict(headers),
                     stream=record.stream,
                     tokens=tokens,
+                    replay=replay,
                     front=front,
                     path=path or PATHS[record.endpoint],
                 )

@@ -18,7 +18,8 @@ Modules, one concept each:
 - ``thinking``     thinking blocks dropped on a reroute to another model (or an experiment's candidate)
 - ``confirm``      the provider's own count (``/messages/count_tokens``) of a prompt near a line
 - ``stream``       the Messages event stream read on the side (usage from ``message_start`` and the
-                   cumulative ``message_delta``)
+                   cumulative ``message_delta``), and what a message answered, for a shadow comparison
+- ``replay``       a shadow call's copy of a request, and its answer read (``gateway.experiments.replay``)
 - ``reply``        the answer to the client, whole or streamed, and what the gateway learns from it
 - ``errors``       errors in Anthropic's shape
 - ``pipeline``     ``POST /v1/messages`` through the pipeline; ``count_tokens`` the client's count

@@ -30,11 +30,12 @@ from gateway import body as bodies
 from gateway.admission import Hold, admitted
 from gateway.body import headers_of
 from gateway.errors import InvalidRequest
-from gateway.experiments.answer import answer_of
 from gateway.messages import reply
 from gateway.messages.confirm import confirmer
 from gateway.messages.front import MESSAGES, check_messages
 from gateway.messages.references import messages_references
+from gateway.messages.replay import MESSAGES_REPLAY
+from gateway.messages.stream import answer_of
 from gateway.messages.thinking import for_another_model
 from gateway.planning import Plan, planned_body
 from gateway.record import notify, notify_soon
@@ -94,7 +95,14 @@ async def create(pipeline: Pipeline, request: Request) -> Response:
     await pipeline.note_sent(runtime, record, plan, exchange, body)
     if runtime.experiments.shadows:
         pipeline.experiments.watch(
-            runtime, record, body, headers, MESSAGES, path=with_query("/messages", request), api="anthropic"
+            runtime,
+            record,
+            body,
+            headers,
+            MESSAGES,
+            MESSAGES_REPLAY,
+            path=with_query("/messages", request),
+            api="anthropic",
         )
         if record.shadow_jobs and not record.stream:
             record.answer = answer_of(exchange.data)

@@ -21,8 +21,7 @@ from starlette.responses import Response, StreamingResponse
 
 from gateway import replies
 from gateway.body import json_object
-from gateway.experiments.answer import messages_answer
-from gateway.messages.stream import MessagesStreamReader, finish_reason_of
+from gateway.messages.stream import MessagesStreamReader, blocks_answer, finish_reason_of
 from gateway.messages.usage import usage_from_anthropic
 from gateway.record import RequestRecord
 from gateway.servertools.reported import most
@@ -113,7 +112,7 @@ def relay(
                 record.error_type = str(reader.error.get("type") or "api_error")
             if reader.collect:
                 blocks = [reader.blocks[index] for index in sorted(reader.blocks)]
-                record.answer = messages_answer(blocks, reader.stop_reason)
+                record.answer = blocks_answer(blocks, reader.stop_reason)
             done()
 
     return StreamingResponse(

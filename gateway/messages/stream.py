@@ -15,8 +15,12 @@ opened are counted by tool (``block_uses``): what a stream cut before its totals
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+
+from gateway.experiments.answer import NO_ANSWER, Answer, ToolCall
 from gateway.servertools.kinds import NO_USES, ToolUses, tool_uses
 from gateway.servertools.reported import block_uses
 from gateway.sse import EventSplitter, events, json_of
@@ -40,6 +44,36 @@ def finish_reason_of(stop_reason: object) -> str | None:
     if not isinstance(stop_reason, str):
         return None
     return STOP_REASONS.get(stop_reason, stop_reason)
+
+
+def answer_of(data: object) -> Answer:
+    """What a whole Anthropic message answered, for a shadow experiment's comparison; an empty answer for
+    anything else."""
+    if not isinstance(data, Mapping) or data.get("type") != "message":
+        return NO_ANSWER
+    content = data.get("content")
+    if not isinstance(content, list):
+        return NO_ANSWER
+    return blocks_answer(content, data.get("stop_reason"))
+
+
+def blocks_answer(blocks: Sequence[Any], stop_reason: object) -> Answer:
+    """An Anthropic message's content blocks: its text blocks' text, its ``tool_use`` blocks as calls
+    (their ``input`` as JSON; from a stream, the ``partial_json`` they were sent as)."""
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for block in blocks:
+        if not isinstance(block, Mapping):
+            continue
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif block.get("type") == "tool_use" and isinstance(block.get("name"), str):
+            streamed = block.get("partial_json")
+            arguments = (
+                streamed if isinstance(streamed, str) else orjson.dumps(block.get("input", {})).decode()
+            )
+            calls.append(ToolCall(block["name"], arguments))
+    return Answer(text="".join(texts), calls=tuple(calls), finish_reason=finish_reason_of(stop_reason))
 
 
 def merged_usage(usage: dict[str, Any] | None, update: object) -> dict[str, Any] | None:

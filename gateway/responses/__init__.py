@@ -13,7 +13,9 @@ Modules, one concept each:
 - ``chain``     ``previous_response_id``: the estimated size of the history stored upstream
 - ``confirm``   the provider's own count (``/responses/input_tokens``) of a prompt near a line
 - ``pending``   background responses: billed when the gateway sees them end (polls, its own look)
-- ``stream``    the Responses SSE reader (usage from the final event, first output delta)
+- ``stream``    the Responses SSE reader (usage from the final event, first output delta), and what a
+                Responses object answered, for a shadow comparison
+- ``replay``    a shadow call's copy of a request, and its answer read (``gateway.experiments.replay``)
 - ``reply``     the answer to the client, whole or streamed, and what the gateway learns from it
 - ``calls``     the other calls (by id, streamed or not; compact, input_tokens), to the right provider
 - ``routes``    the HTTP handlers (create, compact, input_tokens, by id, the WebSocket refusal)

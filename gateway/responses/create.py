@@ -12,7 +12,6 @@ from starlette.responses import Response
 from gateway import body as bodies
 from gateway.admission import Hold, admitted
 from gateway.body import headers_of
-from gateway.experiments.answer import answer_of
 from gateway.planning import planned_body
 from gateway.record import notify, notify_soon
 from gateway.responses import reply as responses_reply
@@ -21,6 +20,8 @@ from gateway.responses.confirm import confirmer
 from gateway.responses.front import RESPONSES, check_responses
 from gateway.responses.memory import remembering
 from gateway.responses.ownership import check_references
+from gateway.responses.replay import RESPONSES_REPLAY
+from gateway.responses.stream import answer_of
 from gateway.servertools.allowance import check_allowed
 from gateway.servertools.requested import responses_tools
 from gateway.upstream import send
@@ -85,7 +86,7 @@ async def create(pipeline: Pipeline, responses: StoredResponses, request: Reques
         )
     await pipeline.note_sent(runtime, record, plan, exchange, body if stored is None else None)
     if runtime.experiments.shadows and stored is None:
-        pipeline.experiments.watch(runtime, record, body, headers_of(request), RESPONSES)
+        pipeline.experiments.watch(runtime, record, body, headers_of(request), RESPONSES, RESPONSES_REPLAY)
         if record.shadow_jobs and not record.stream:
             record.answer = answer_of(exchange.data)
     remember = remembering(

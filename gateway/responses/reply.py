@@ -18,10 +18,9 @@ from starlette.responses import Response, StreamingResponse
 
 from gateway import replies
 from gateway.body import json_object
-from gateway.experiments.answer import answer_of
 from gateway.record import RequestRecord
 from gateway.responses.memory import Remember
-from gateway.responses.stream import ResponsesStreamReader, finish_reason_of
+from gateway.responses.stream import ResponsesStreamReader, answer_of, finish_reason_of
 from gateway.servertools.reported import response_uses
 from gateway.sse import EventRewriter
 from gateway.upstream import Exchange

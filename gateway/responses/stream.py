@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.experiments.answer import NO_ANSWER, Answer, ToolCall
 from gateway.servertools.kinds import ToolUses
 from gateway.servertools.reported import BILLED_ITEMS, item_uses, most, response_uses
 from gateway.sse import EventSplitter, events, json_of
@@ -39,6 +40,27 @@ def finish_reason_of(response: Mapping[str, Any]) -> str | None:
         reason = details.get("reason") if isinstance(details, Mapping) else None
         return "length" if reason == "max_output_tokens" else str(reason or "incomplete")
     return str(status) if isinstance(status, str) else None
+
+
+def answer_of(data: object) -> Answer:
+    """What a Responses object (``output``) answered, for a shadow experiment's comparison; an empty
+    answer for anything else."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("output"), list):
+        return NO_ANSWER
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for item in data.get("output") or ():
+        if not isinstance(item, Mapping):
+            continue
+        kind = item.get("type")
+        if kind == "message":
+            for part in item.get("content") or ():
+                if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                    texts.append(part["text"])
+        elif kind == "function_call" and isinstance(item.get("name"), str):
+            arguments = item.get("arguments")
+            calls.append(ToolCall(item["name"], arguments if isinstance(arguments, str) else ""))
+    return Answer(text="".join(texts), calls=tuple(calls), finish_reason=finish_reason_of(data))
 
 
 class ResponsesStreamReader:

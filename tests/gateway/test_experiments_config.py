@@ -13,6 +13,7 @@ from gateway.experiments.agreement import agreement, token_overlap
 from gateway.experiments.answer import Answer, ToolCall, answer_of
 from gateway.experiments.judge import parse_grade
 from gateway.experiments.matching import index_of, matches, sampled
+from gateway.responses.stream import answer_of as responses_answer_of
 from tests.factories import make_config, write_config
 
 
@@ -138,8 +139,8 @@ def test_answers_are_read_from_chat_and_responses_shapes() -> None:
             {"type": "function_call", "name": "g", "arguments": '{"x": 1}'},
         ],
     }
-    assert answer_of(responses) == Answer("hello", (ToolCall("g", '{"x": 1}'),), "tool_calls")
-    assert answer_of(None) == Answer()
+    assert responses_answer_of(responses) == Answer("hello", (ToolCall("g", '{"x": 1}'),), "tool_calls")
+    assert answer_of(responses) == responses_answer_of(chat) == answer_of(None) == Answer()
 
 
 @pytest.mark.parametrize(("text", "grade"), [("8", 0.8), ("Grade: 10/10", 1.0), ("0", 0.0), ("none", None)])
