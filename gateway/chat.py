@@ -18,6 +18,7 @@ from gateway.admission import Hold, admitted
 from gateway.body import headers_of
 from gateway.experiments.answer import answer_of, streamed_chat_answer
 from gateway.experiments.bounded import drain
+from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.experiments.replay import Reading
 from gateway.planning import CHAT, Plan, planned_body
 from gateway.record import RequestRecord, notify
@@ -71,8 +72,8 @@ async def completions(pipeline: Pipeline, request: Request) -> Response:
     record.tool_uses = tools.held  # a search model searches once per request; usage does not say so
     if runtime.experiments.shadows:
         pipeline.experiments.watch(runtime, record, body, headers_of(request), CHAT, CHAT_REPLAY)
-        if record.shadow_jobs and not record.stream:
-            record.answer = answer_of(exchange.data)
+        if record.note(SHADOW_JOBS) and not record.stream:
+            record.put(ANSWER, answer_of(exchange.data))
     if record.stream:
         return _relay_stream(
             pipeline, record, exchange, strip_usage_chunk=add_usage, logprobs=bool(body.get("logprobs"))
@@ -92,12 +93,12 @@ def _relay_stream(
         strip_usage_chunk=strip_usage_chunk,
         started=exchange.started,
         report_prompt_tokens=record.report_prompt_tokens,
-        collect_calls=bool(record.shadow_jobs),
+        collect_calls=bool(record.note(SHADOW_JOBS)),
     )
 
     def done() -> None:
         if reader.collect_calls:
-            record.answer = streamed_chat_answer(reader.answer_text, reader.calls, reader.finish_reason)
+            record.put(ANSWER, streamed_chat_answer(reader.answer_text, reader.calls, reader.finish_reason))
         notify(pipeline.observers, record)
 
     return replies.relay(

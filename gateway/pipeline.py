@@ -28,12 +28,14 @@ from gateway.background import Background
 from gateway.body import headers_of
 from gateway.config import prompt_cache_of
 from gateway.conversations.facts import cache_facts
+from gateway.conversations.notes import LOOKED, TRACE
 from gateway.conversations.pricing import counterfactual_of, look_up, rewritten_before
 from gateway.conversations.requests import conversation_trace, look_up_before, remember_request, tracked
 from gateway.conversations.store import ConversationStore
 from gateway.count_limit import CountLimiter
 from gateway.errors import ClientClosedRequest, GatewayError, UpstreamError
 from gateway.experiments.live import Experiments
+from gateway.experiments.notes import NEW_CONVERSATION
 from gateway.experiments.trouble import ErrorCount
 from gateway.ledger import Budgets
 from gateway.metering import LedgerRecorder
@@ -151,7 +153,7 @@ class Pipeline:
                 body=body,
                 count=count,
             )
-            record.looked = looked
+            record.put(LOOKED, looked)
             cache = prompt_cache_of(runtime.config, model)
             return cache_facts(looked.recalled, looked.chain, model=model, cache=cache, now_ms=now_ms())
 
@@ -162,7 +164,7 @@ class Pipeline:
                 headers_of(request),
                 lambda: ceiling_nanos(runtime, model, decision, tokens, caps, tools),
             )
-            if record.new_conversation is not None:  # a split's first turn: its arm is kept from now on
+            if record.note(NEW_CONVERSATION) is not None:  # a split's first turn: its arm is kept from now on
                 self.experiments.admitted(record)
 
         def rejected(plan: Plan) -> None:
@@ -195,13 +197,13 @@ class Pipeline:
         decided = plan.decision.tokens if plan.decision is not None else None
         record.forwarded_tokens = plan.forwarded_tokens if plan.forwarded_tokens is not None else decided
         if stored is None and plan.decision is not None and (plan.changed or tracked(runtime, model, plan)):
-            if plan.changed and record.looked is None and plan.count is not None:
+            if plan.changed and record.note(LOOKED) is None and plan.count is not None:
                 # the state before this request prices its counterfactual: read it before writing
-                record.looked = await look_up(
+                record.put(LOOKED, await look_up(
                     self.conversations, tenant=record.tenant.name, model=model, front=front, body=body,
                     count=plan.count,
-                )  # fmt: skip
-            elif record.looked is None:  # read while the upstream answers, before the new state is written
+                ))  # fmt: skip
+            elif record.note(LOOKED) is None:  # read while the upstream answers, before the state is written
                 record.looking = asyncio.get_running_loop().create_task(
                     look_up_before(self.conversations, record, plan, model=model, front=front, body=body)
                 )
@@ -273,11 +275,13 @@ class Pipeline:
             record.report_prompt_tokens = record.prompt_tokens
         if body is not None:
             called = exchange.route.public_model
-            record.conversation = trace = conversation_trace(runtime, record, plan, body, called_model=called)
-            if trace is not None and record.looked is not None:
-                trace.adopt(record.looked.chain)
-            if trace is not None and (plan.changed or rewritten_before(record.looked)):
-                record.counterfactual = await counterfactual_of(self.conversations, trace, record.looked)
+            trace = conversation_trace(runtime, record, plan, body, called_model=called)
+            record.put(TRACE, trace)
+            looked = record.note(LOOKED)
+            if trace is not None and looked is not None:
+                trace.adopt(looked.chain)
+            if trace is not None and (plan.changed or rewritten_before(looked)):
+                record.counterfactual = await counterfactual_of(self.conversations, trace, looked)
         self.after_response(runtime, record, plan)
 
     def note_exchange(self, record: RequestRecord, exchange: Exchange, *, metered: bool = True) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gateway.background import Background
+from gateway.conversations.notes import LOOKED
 from gateway.conversations.store import ConversationStore
 from gateway.metering import side_calls_nanos
 from gateway.planning import Plan
@@ -40,7 +41,7 @@ def precompress_after(
     )
     side.requested_model = record.requested_model
     transforms = transforms_for(side)
-    tenant, looked = record.tenant.name, record.looked
+    tenant, looked = record.tenant.name, record.note(LOOKED)
 
     async def precompress() -> None:
         try:

@@ -6,19 +6,14 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import structlog
 
 from gateway.types import Tenant, Usage
 
 if TYPE_CHECKING:
-    from gateway.conversations.store import Looked
-    from gateway.conversations.trace import ConversationTrace
     from gateway.counterfactual_cache import CounterfactualCache
-    from gateway.experiments.answer import Answer
-    from gateway.experiments.job import ShadowJob
-    from gateway.experiments.split import NewConversation
 
 log = structlog.get_logger("gateway.observers")
 
@@ -42,6 +37,19 @@ class SideCall:
     usage: Usage | None
     seconds: float
     status: int
+
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Note(Generic[T_co]):
+    """The name of something a feature above the record leaves on it (a conversation's trace, a shadow
+    experiment's jobs): the feature declares the note with its type and reads and writes it through
+    ``RequestRecord.note`` and ``put``, so the record, at the bottom of the layers, never imports it."""
+
+    name: str
 
 
 @dataclass(slots=True)
@@ -112,12 +120,9 @@ class RequestRecord:
     (``gateway.responses.pending``), not with this request's."""
     transformed: bool = False
     """The gateway rewrote the prompt (a summary, excerpts) before sending it."""
-    conversation: ConversationTrace | None = None
-    """The request's part of its conversation (``gateway.conversations``), when it is worth keeping."""
-    looked: Looked | None = None
-    """The conversation's cache state as read for the decision (reused for the counterfactual)."""
     looking: asyncio.Task[None] | None = None
-    """Reading ``looked`` once the request's count is known, for a request decided without reading it:
+    """Reading the conversation's state (``gateway.conversations.notes.LOOKED``) once the request's count
+    is known, for a request decided without reading it:
     started before the conversation's new state is written, awaited by that write and by the pricing."""
     reason: str | None = None
     """Why the cache made the warning band forward or compress (``x-gateway-reason``)."""
@@ -134,19 +139,30 @@ class RequestRecord:
     experiment: str | None = None
     """``<name>; arm=<primary|candidate>``: the split experiment that routed the request
     (``x-gateway-experiment``)."""
-    new_conversation: NewConversation | None = None
-    """A split's new conversation and its arm, remembered once the request is admitted."""
     watched: tuple[str, ...] = ()
     """The experiments whose traffic the request is (``gateway.experiments``)."""
-    shadow_jobs: tuple[ShadowJob, ...] = ()
-    """Shadow calls to make once the request is over (it was sampled by a shadow experiment)."""
-    answer: Answer | None = None
-    """What the model answered, kept only for a request with shadow calls to compare it with."""
     offered_tools: bool = False
     """The request offered tools (kept for an experiment's pairs)."""
     tool_uses: tuple[tuple[str, int], ...] = ()
     """Server-side tool uses seen in the answer when its usage does not carry them (a stream cut before
     its usage; a chat request with ``web_search_options``): billed with the usage (``gateway.metering``)."""
+    notes: dict[Note[Any], object] | None = None
+    """What features above the record leave on it, by ``Note``: the conversation's trace and state
+    (``gateway.conversations.notes``), a split's new conversation, shadow jobs and the answer they compare
+    with (``gateway.experiments.notes``). None until one is left (most requests leave none)."""
+
+    def note(self, which: Note[T]) -> T | None:
+        """What the feature left under ``which``, if anything."""
+        return None if self.notes is None else cast("T | None", self.notes.get(which))
+
+    def put(self, which: Note[T], value: T | None) -> None:
+        """Leave ``value`` under ``which`` (None: take it away)."""
+        if value is not None:
+            if self.notes is None:
+                self.notes = {}
+            self.notes[which] = value
+        elif self.notes is not None:
+            self.notes.pop(which, None)
 
 
 Observer = Callable[[RequestRecord], None]

@@ -14,6 +14,7 @@ import time
 import anyio.to_thread
 
 from gateway.background import Background
+from gateway.conversations.notes import TRACE
 from gateway.conversations.state import ConversationState, carried, mean_growth
 from gateway.conversations.store import ConversationStore, ShareUpdate
 from gateway.conversations.trace import ConversationTrace
@@ -64,7 +65,7 @@ class ConversationRecorder:
         self._background = background
 
     def __call__(self, record: RequestRecord) -> None:
-        trace, usage = record.conversation, record.usage
+        trace, usage = record.note(TRACE), record.usage
         if (
             trace is None
             or trace.sent is not None

@@ -7,6 +7,7 @@ from typing import Any
 import structlog
 
 from gateway.config import prompt_cache_of
+from gateway.conversations.notes import LOOKED
 from gateway.conversations.pricing import look_up
 from gateway.conversations.recorder import remember_state
 from gateway.conversations.store import ConversationStore
@@ -58,16 +59,17 @@ async def look_up_before(
     front: Front,
     body: dict[str, Any],
 ) -> None:
-    """Read the conversation's state as it was before this request (into ``record.looked``), once the
+    """Read the conversation's state as it was before this request (``notes.LOOKED``), once the
     request's count is known: a request going unchanged after the gateway rewrote the previous one is
     priced on it (``gateway.metering.lost_cache``), and its new state carries the strategy on."""
     await plan.received()
-    if record.looked is not None or plan.count is None or record.tenant is None:
+    if record.note(LOOKED) is not None or plan.count is None or record.tenant is None:
         return
     try:
-        record.looked = await look_up(
+        looked = await look_up(
             conversations, tenant=record.tenant.name, model=model, front=front, body=body, count=plan.count
         )
+        record.put(LOOKED, looked)
     except Exception:  # only an estimate's input: the request goes on as if nothing were known
         log.exception("conversation_look_up_failed", request_id=record.request_id)
 
@@ -88,7 +90,8 @@ async def remember_request(
     trace = conversation_trace(runtime, record, plan, body, called_model=plan.decision.model)
     if trace is None:
         return
-    if record.looked is not None:
-        trace.adopt(record.looked.chain)
-        trace.before = record.looked.recalled.state
+    looked = record.note(LOOKED)
+    if looked is not None:
+        trace.adopt(looked.chain)
+        trace.before = looked.recalled.state
     await remember_state(conversations, trace)

@@ -20,6 +20,7 @@ from gateway.experiments.candidate import ShadowServices
 from gateway.experiments.config import bill_tenant
 from gateway.experiments.job import PATHS, ShadowJob
 from gateway.experiments.matching import Watch, matches, sampled
+from gateway.experiments.notes import NEW_CONVERSATION, SHADOW_JOBS
 from gateway.experiments.replay import Replay
 from gateway.experiments.shadow import ShadowRunner
 from gateway.experiments.sides import SHADOW, side_of
@@ -122,7 +123,8 @@ class Experiments:
             else:
                 conversation = conversation_key(tenant.name, body, messages())
                 assigned = await self._assign(runtime, watch, conversation, now_ms)
-                arm, record.new_conversation = assigned.arm, assigned.new
+                arm = assigned.arm
+                record.put(NEW_CONVERSATION, assigned.new)
                 if assigned.full:
                     self.tally.add(watch.name, now_ms, "split_full")
             record.experiment = f"{watch.name}; arm={arm}"
@@ -145,7 +147,8 @@ class Experiments:
     def admitted(self, record: RequestRecord) -> None:
         """The request passed its budget: remember its new conversation's arm (in the background: the
         request does not wait for it)."""
-        new, record.new_conversation = record.new_conversation, None
+        new = record.note(NEW_CONVERSATION)
+        record.put(NEW_CONVERSATION, None)
         if new is None:
             return
         task = asyncio.get_running_loop().create_task(self._remember(new), name="split_remember")
@@ -208,7 +211,7 @@ class Experiments:
                     front=front,
                     path=path or PATHS[record.endpoint],
                 )
-                record.shadow_jobs = (*record.shadow_jobs, job)
+                record.put(SHADOW_JOBS, (*(record.note(SHADOW_JOBS) or ()), job))
 
     def __call__(self, record: RequestRecord) -> None:
         """The observer: count the matching request, launch its shadow calls."""
@@ -222,9 +225,9 @@ class Experiments:
             self.tally.add(name, now_ms, f"cost:{low}", record.cost_nanos or 0)
         if record.experiment is not None and record.called_model is not None:
             self.store_split_pair(record, now_ms)
-        for job in record.shadow_jobs:
+        for job in record.note(SHADOW_JOBS) or ():
             self.runner.launch(job, record)
-        record.shadow_jobs = ()
+        record.put(SHADOW_JOBS, None)
 
     def store_split_pair(self, record: RequestRecord, now_ms: int) -> None:
         name, _, arm = (record.experiment or "").partition("; arm=")

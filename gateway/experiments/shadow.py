@@ -33,6 +33,7 @@ from gateway.experiments.holds import Rooms, least_hold_nanos
 from gateway.experiments.job import ShadowJob, Side
 from gateway.experiments.judge import JUDGE_MAX_TOKENS, judge_messages, parse_grade
 from gateway.experiments.load import ProcessLoad
+from gateway.experiments.notes import ANSWER
 from gateway.experiments.shed import shed_reason
 from gateway.experiments.sides import SHADOW, side_of
 from gateway.experiments.tally import Tally
@@ -101,7 +102,7 @@ class ShadowRunner:
             return
         self.running[name] = self.running.get(name, 0) + 1
         task = asyncio.get_running_loop().create_task(
-            self._guarded(job, side_of(primary), primary.answer or Answer()), name="shadow_call"
+            self._guarded(job, side_of(primary), primary.note(ANSWER) or Answer()), name="shadow_call"
         )
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)

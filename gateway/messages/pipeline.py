@@ -30,6 +30,7 @@ from gateway import body as bodies
 from gateway.admission import Hold, admitted
 from gateway.body import headers_of
 from gateway.errors import InvalidRequest
+from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.messages import reply
 from gateway.messages.confirm import confirmer
 from gateway.messages.front import MESSAGES, check_messages
@@ -104,8 +105,8 @@ async def create(pipeline: Pipeline, request: Request) -> Response:
             path=with_query("/messages", request),
             api="anthropic",
         )
-        if record.shadow_jobs and not record.stream:
-            record.answer = answer_of(exchange.data)
+        if record.note(SHADOW_JOBS) and not record.stream:
+            record.put(ANSWER, answer_of(exchange.data))
     extra = sent.headers(exchange.route)
     if record.stream:
         called = exchange.route.public_model

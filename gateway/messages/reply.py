@@ -21,6 +21,7 @@ from starlette.responses import Response, StreamingResponse
 
 from gateway import replies
 from gateway.body import json_object
+from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.messages.stream import MessagesStreamReader, blocks_answer, finish_reason_of
 from gateway.messages.usage import usage_from_anthropic
 from gateway.record import RequestRecord
@@ -88,7 +89,7 @@ def relay(
     cut before its ``message_delta`` keeps ``message_start``'s input side (cache reads and writes) and
     is billed the output relayed so far, counted with ``count_text`` (estimated)."""
     upstream = exchange.response
-    reader = MessagesStreamReader(started=exchange.started, collect=bool(record.shadow_jobs))
+    reader = MessagesStreamReader(started=exchange.started, collect=bool(record.note(SHADOW_JOBS)))
     report = Reporter(record.report_prompt_tokens) if record.report_prompt_tokens is not None else None
 
     async def body() -> AsyncIterator[bytes]:
@@ -112,7 +113,7 @@ def relay(
                 record.error_type = str(reader.error.get("type") or "api_error")
             if reader.collect:
                 blocks = [reader.blocks[index] for index in sorted(reader.blocks)]
-                record.answer = blocks_answer(blocks, reader.stop_reason)
+                record.put(ANSWER, blocks_answer(blocks, reader.stop_reason))
             done()
 
     return StreamingResponse(

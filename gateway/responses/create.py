@@ -12,6 +12,7 @@ from starlette.responses import Response
 from gateway import body as bodies
 from gateway.admission import Hold, admitted
 from gateway.body import headers_of
+from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.planning import planned_body
 from gateway.record import notify, notify_soon
 from gateway.responses import reply as responses_reply
@@ -87,8 +88,8 @@ async def create(pipeline: Pipeline, responses: StoredResponses, request: Reques
     await pipeline.note_sent(runtime, record, plan, exchange, body if stored is None else None)
     if runtime.experiments.shadows and stored is None:
         pipeline.experiments.watch(runtime, record, body, headers_of(request), RESPONSES, RESPONSES_REPLAY)
-        if record.shadow_jobs and not record.stream:
-            record.answer = answer_of(exchange.data)
+        if record.note(SHADOW_JOBS) and not record.stream:
+            record.put(ANSWER, answer_of(exchange.data))
     remember = remembering(
         responses.memory,
         record,

@@ -18,6 +18,7 @@ from starlette.responses import Response, StreamingResponse
 
 from gateway import replies
 from gateway.body import json_object
+from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.record import RequestRecord
 from gateway.responses.memory import Remember
 from gateway.responses.stream import ResponsesStreamReader, answer_of, finish_reason_of
@@ -77,8 +78,8 @@ def relay(
             if not reader.final and reader.response_id is not None:
                 with anyio.CancelScope(shield=True):
                     await remember(reader.response_id, reader.response)
-            if record.shadow_jobs:
-                record.answer = answer_of(reader.response)
+            if record.note(SHADOW_JOBS):
+                record.put(ANSWER, answer_of(reader.response))
             done()
 
     return StreamingResponse(
