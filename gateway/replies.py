@@ -1,10 +1,14 @@
 """Step 10: the answer to the client, a whole body or a relayed stream, with the gateway's headers; and
-what the gateway learns from it on the way (usage, finish reason, first token, logprobs)."""
+what the gateway learns from it on the way (usage, finish reason, first token, logprobs).
+
+A stream's headers leave before its usage, so the cost they give is an estimate; the event that brings
+the usage (chat's usage chunk, Responses' final event, Messages' ``message_delta``) carries the exact
+figure in its ``usage``, in fields the official SDKs keep beside the ones they know (``cost_fields``)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Protocol
 
 import anyio
@@ -15,6 +19,7 @@ from gateway.body import json_object
 from gateway.record import RequestRecord
 from gateway.sampling.logprobs import LogprobTally, completion_logprobs
 from gateway.streaming import ChatStreamReader
+from gateway.types import Usage
 from gateway.upstream import Exchange
 from gateway.usage import usage_from_openai
 from gateway.usage_report import rewrite_answer
@@ -54,6 +59,17 @@ def headers(record: RequestRecord, upstream: httpx.Response | None = None) -> di
         if upstream_id:
             out["x-upstream-request-id"] = upstream_id
     return out
+
+
+def cost_fields(record: RequestRecord, usage: Usage | None) -> Mapping[str, str]:
+    """What the request cost once its stream's ``usage`` is known (kept as the record's), as fields to
+    add to that usage for the client: the cost headers in snake case (``x_gateway_cost_usd``,
+    ``x_gateway_saving_usd``, ``x_gateway_saving_basis``, ``x_gateway_cost_estimated``), priced as the
+    ledger prices the request; none when it has no price."""
+    if usage is None or record.cost_headers is None:
+        return {}
+    record.usage = usage
+    return {name.replace("-", "_"): value for name, value in record.cost_headers(record).items()}
 
 
 def complete(record: RequestRecord, exchange: Exchange) -> Response:
@@ -139,6 +155,7 @@ def relay(
     upstream = exchange.response
     if tally is not None:
         reader.on_chunk = tally.add_chunk
+    reader.stamp = lambda usage: cost_fields(record, usage_from_openai(usage))
 
     async def body() -> AsyncIterator[bytes]:
         finished = False

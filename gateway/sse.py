@@ -6,7 +6,7 @@ normalised to ``\\n`` on what is buffered, so a ``\\r\\n`` cut between two chunk
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -61,6 +61,18 @@ def json_of(event: bytes) -> dict[str, Any] | None:
     except orjson.JSONDecodeError:
         return None
     return data if isinstance(data, dict) else None
+
+
+def with_data(event: bytes, data: Mapping[str, Any]) -> bytes:
+    """``event`` (without its blank line) with ``data`` as its ``data:`` payload; its other lines
+    (``event:``, ``id:``) are kept, before it."""
+    kept = [line for line in event.split(b"\n") if not line.startswith(_DATA)]
+    return b"\n".join([*kept, b"data: " + orjson.dumps(data)])
+
+
+def swapped(parts: list[bytes], original: bytes, replacement: bytes) -> bytes:
+    """The events ``parts`` (``events``' output) whole again, ``original`` (that very object) replaced."""
+    return b"".join((replacement if event is original else event) + b"\n\n" for event in parts)
 
 
 class EventRewriter:

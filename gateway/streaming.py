@@ -1,18 +1,20 @@
 """Relaying a chat completion stream: SSE bytes pass through as they arrive, and are read on the side
 for time to first token, finish reason and usage. The usage-only chunk that the gateway asked for on the
 client's behalf is dropped when the client did not ask for it, and so is the ``"usage": null`` key that
-asking puts in every other chunk: the client gets the chunks it would have got without the gateway."""
+asking puts in every other chunk: the client gets the chunks it would have got without the gateway.
+A usage chunk the client gets can be stamped (``stamp``): its usage relayed with fields added, the only
+chunk ever re-serialised."""
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
 
-from gateway.sse import EventSplitter, data_of, events
+from gateway.sse import EventSplitter, data_of, events, swapped, with_data
 from gateway.usage_report import rewrite_event
 
 _NULL_USAGE = re.compile(rb',\s*"usage"\s*:\s*null|"usage"\s*:\s*null\s*,?\s*')
@@ -48,6 +50,11 @@ class ChatStreamReader:
         """Tool calls by index: (name, arguments) as assembled from the deltas."""
         self.on_chunk: Callable[[dict[str, Any]], None] | None = None
         """Called with every parsed chunk (e.g. to tally logprobs)."""
+        self.stamp: Callable[[dict[str, Any]], Mapping[str, str]] | None = None
+        """Asked, with the usage of the chunk that brings it, for fields to add to that usage as the client
+        gets it (none: the chunk goes as it came); not asked for a usage chunk that is dropped."""
+        self._stamped: tuple[bytes, bytes] | None = None
+        """The event just stamped (that very object) and what goes to the client instead."""
         self._splitter = EventSplitter()
         self._null_usage = False
         """The event just read has ``"usage": null``: a key only there because the gateway asked."""
@@ -56,14 +63,20 @@ class ChatStreamReader:
         complete = self._splitter.feed(chunk)
         if not complete:
             return b""
+        parts = events(complete)
         if not self.strip_usage_chunk and self.report_prompt_tokens is None:
-            for event in events(complete):
+            for event in parts:
                 self._read(event)
-            return complete
-        kept = [self._reported(event) for event in events(complete) if self._read(event)]
+            if self._stamped is None:
+                return complete
+            (original, replacement), self._stamped = self._stamped, None
+            return swapped(parts, original, replacement)
+        kept = [self._reported(event) for event in parts if self._read(event)]
         return b"".join(event + b"\n\n" for event in kept)
 
     def _reported(self, event: bytes) -> bytes:
+        if self._stamped is not None and self._stamped[0] is event:
+            event, self._stamped = self._stamped[1], None
         if self._null_usage:
             if not self.strip_usage_chunk:
                 return event
@@ -77,9 +90,11 @@ class ChatStreamReader:
         """What is left when the upstream closes: an unterminated last event, passed on unless dropped."""
         rest = self._splitter.rest()
         event = rest.strip()
-        if event and not self._read(event):
+        if not event:
+            return rest
+        if not self._read(event):
             return b""
-        return self._reported(rest) if event else rest
+        return self._reported(event if self._stamped is not None else rest)
 
     def _read(self, event: bytes) -> bool:
         """Learn what the event says; return False when it is the usage chunk to drop."""
@@ -105,11 +120,19 @@ class ChatStreamReader:
         elif usage:
             self.usage = usage
         choices = data.get("choices")
+        if usage and self.stamp is not None and (choices or not self.strip_usage_chunk):
+            self._stamp(event, data, usage)
         if choices:
             if isinstance(choices, list):
                 self._read_choices(choices)
             return True
         return not (usage and self.strip_usage_chunk)
+
+    def _stamp(self, event: bytes, data: dict[str, Any], usage: dict[str, Any]) -> None:
+        assert self.stamp is not None
+        fields = self.stamp(usage)
+        if fields:
+            self._stamped = (event, with_data(event, {**data, "usage": {**usage, **fields}}))
 
     def _read_choices(self, choices: list[Any]) -> None:
         """What the choices say; a field of an unexpected shape is ignored, never a reason to cut the

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from gateway.sse import data_of
+from gateway.sse import data_of, with_data
 
 
 def reported(usage: dict[str, Any], received: int) -> dict[str, Any]:
@@ -59,5 +59,4 @@ def rewrite_event(event: bytes, received: int) -> bytes:
         data = {**data, "response": {**response, "usage": reported(response["usage"], received)}}
     else:
         return event
-    kept = [line for line in event.split(b"\n") if not line.startswith(b"data:")]
-    return b"\n".join([*kept, b"data: " + orjson.dumps(data)])
+    return with_data(event, data)

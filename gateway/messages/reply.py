@@ -26,7 +26,7 @@ from gateway.messages.stream import MessagesStreamReader, blocks_answer, finish_
 from gateway.messages.usage import usage_from_anthropic
 from gateway.record import RequestRecord
 from gateway.servertools.reported import most
-from gateway.sse import EventRewriter, json_of
+from gateway.sse import EventRewriter, json_of, with_data
 from gateway.types import Usage
 from gateway.upstream import Exchange
 
@@ -90,18 +90,22 @@ def relay(
     is billed the output relayed so far, counted with ``count_text`` (estimated)."""
     upstream = exchange.response
     reader = MessagesStreamReader(started=exchange.started, collect=bool(record.note(SHADOW_JOBS)))
+    reader.stamp = lambda _: replies.cost_fields(record, streamed_usage(reader, count_text))
     report = Reporter(record.report_prompt_tokens) if record.report_prompt_tokens is not None else None
 
     async def body() -> AsyncIterator[bytes]:
         finished = False
         try:
             async for chunk in upstream.aiter_raw():
-                reader.feed(chunk)
-                out = chunk if report is None else report.feed(chunk)
+                out = reader.feed(chunk)
+                if report is not None:
+                    out = report.feed(out)
                 if out:
                     yield out
-            reader.flush()
-            if report is not None and (rest := report.rest()):
+            rest = reader.flush()
+            if report is not None:
+                rest = report.feed(rest) + report.rest()
+            if rest:
                 yield rest
             finished = True
         except httpx.HTTPError:
@@ -170,8 +174,7 @@ def reported_event(event: bytes, received: int) -> bytes:
         data = {**data, "message": {**message, "usage": reported(message["usage"], received)}}
     else:
         return event
-    kept = [line for line in event.split(b"\n") if not line.startswith(b"data:")]
-    return b"\n".join([*kept, b"data: " + orjson.dumps(data)])
+    return with_data(event, data)
 
 
 def _output_texts(data: Mapping[str, Any]) -> list[str]:

@@ -1,4 +1,5 @@
-"""Reading an Anthropic Messages event stream on the side while its bytes pass through unchanged.
+"""Reading an Anthropic Messages event stream on the side while its events pass through, whole and
+unchanged but for a ``message_delta``'s usage when it is stamped (``stamp``).
 
 Events are ``event: <type>`` / ``data: <json>`` blocks: ``message_start`` (the message's id and its usage so
 far: input, cache reads and writes), then per content block ``content_block_start``, its
@@ -15,7 +16,7 @@ opened are counted by tool (``block_uses``): what a stream cut before its totals
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -23,7 +24,7 @@ import orjson
 from gateway.experiments.answer import NO_ANSWER, Answer, ToolCall
 from gateway.servertools.kinds import NO_USES, ToolUses, tool_uses
 from gateway.servertools.reported import block_uses
-from gateway.sse import EventSplitter, events, json_of
+from gateway.sse import EventSplitter, events, json_of, swapped, with_data
 
 STOP_REASONS = {
     "end_turn": "stop",
@@ -85,7 +86,7 @@ def merged_usage(usage: dict[str, Any] | None, update: object) -> dict[str, Any]
 
 
 class MessagesStreamReader:
-    """Feed upstream bytes in (they are passed on as they are); read what the events say."""
+    """Feed upstream bytes in, get the whole events among them out; read what the events say."""
 
     def __init__(self, *, started: float, collect: bool = False) -> None:
         self.started = started
@@ -110,16 +111,32 @@ class MessagesStreamReader:
         self.output_parts: list[str] = []
         self.block_uses: ToolUses = NO_USES
         """The billed server-side tool uses among the blocks opened so far."""
+        self.stamp: Callable[[dict[str, Any]], Mapping[str, str]] | None = None
+        """Asked, at a ``message_delta`` with usage, with the usage's totals so far, for fields to add to
+        that event's usage as the client gets it (none: the event goes as it came)."""
+        self._stamped: tuple[bytes, bytes] | None = None
         self._splitter = EventSplitter()
 
-    def feed(self, chunk: bytes) -> None:
-        for event in events(self._splitter.feed(chunk)):
+    def feed(self, chunk: bytes) -> bytes:
+        """The events complete so far, each with its blank line (b"" when none is)."""
+        complete = self._splitter.feed(chunk)
+        parts = events(complete)
+        for event in parts:
             self._read(event)
+        if self._stamped is None:
+            return complete
+        (original, replacement), self._stamped = self._stamped, None
+        return swapped(parts, original, replacement)
 
-    def flush(self) -> None:
-        rest = self._splitter.rest().strip()
-        if rest:
-            self._read(rest)
+    def flush(self) -> bytes:
+        """What is left when the stream ends: an unterminated last event, as received unless stamped."""
+        rest = self._splitter.rest()
+        event = rest.strip()
+        if not event:
+            return rest
+        self._read(event)
+        stamped, self._stamped = self._stamped, None
+        return rest if stamped is None else stamped[1]
 
     @property
     def output_text(self) -> str:
@@ -150,6 +167,10 @@ class MessagesStreamReader:
             if isinstance(data.get("usage"), dict):
                 self.totals = True
                 self.usage = merged_usage(self.usage, data["usage"])
+                fields = self.stamp(self.usage or {}) if self.stamp is not None else None
+                if fields:
+                    stamped = {**data, "usage": {**data["usage"], **fields}}
+                    self._stamped = (event, with_data(event, stamped))
         elif kind == "message_stop":
             self.final = True
         elif kind == "error":

@@ -53,6 +53,7 @@ def relay(
     and ``done`` runs with what was learnt."""
     upstream = exchange.response
     reader = ResponsesStreamReader(started=exchange.started)
+    reader.stamp = lambda usage: _cost_fields(record, reader, usage)
     report = Reporter(record.report_prompt_tokens) if record.report_prompt_tokens is not None else None
 
     async def body() -> AsyncIterator[bytes]:
@@ -60,14 +61,17 @@ def relay(
         try:
             async for chunk in upstream.aiter_raw():
                 final = reader.final
-                reader.feed(chunk)
+                out = reader.feed(chunk)
                 if reader.final and not final:
                     await _remember(record, reader, remember)
-                out = chunk if report is None else report.feed(chunk)
+                if report is not None:
+                    out = report.feed(out)
                 if out:
                     yield out
-            reader.flush()
-            if report is not None and (rest := report.rest()):
+            rest = reader.flush()
+            if report is not None:
+                rest = report.feed(rest) + report.rest()
+            if rest:
                 yield rest
             finished = True
         except httpx.HTTPError:
@@ -95,6 +99,14 @@ class Reporter(EventRewriter):
 
     def __init__(self, received: int) -> None:
         super().__init__(lambda event: rewrite_event(event, received) if b'"usage"' in event else event)
+
+
+def _cost_fields(
+    record: RequestRecord, reader: ResponsesStreamReader, usage: Mapping[str, Any]
+) -> Mapping[str, str]:
+    """The request's cost at its final event, its tool uses counted as the ledger will count them."""
+    record.tool_uses = reader.tool_uses
+    return replies.cost_fields(record, usage_from_openai(usage))
 
 
 async def _remember(record: RequestRecord, reader: ResponsesStreamReader, remember: Remember) -> None:

@@ -1,4 +1,5 @@
-"""Reading a Responses event stream on the side while its bytes pass through unchanged.
+"""Reading a Responses event stream on the side while its events pass through, whole and unchanged but
+for the final event's usage when it is stamped (``stamp``).
 
 Events are ``event: <type>`` / ``data: <json>`` blocks; there is no ``[DONE]``. The response's id comes
 with ``response.created``; time to first token is taken at the first output delta (text, refusal,
@@ -11,13 +12,13 @@ stopped come with the final event, ``response.completed``, ``response.incomplete
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gateway.experiments.answer import NO_ANSWER, Answer, ToolCall
 from gateway.servertools.kinds import ToolUses
 from gateway.servertools.reported import BILLED_ITEMS, item_uses, most, response_uses
-from gateway.sse import EventSplitter, events, json_of
+from gateway.sse import EventSplitter, events, json_of, swapped, with_data
 
 FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 TEXT_DELTAS = frozenset(
@@ -64,7 +65,7 @@ def answer_of(data: object) -> Answer:
 
 
 class ResponsesStreamReader:
-    """Feed upstream bytes in (they are passed on as they are); read what the events say."""
+    """Feed upstream bytes in, get the whole events among them out; read what the events say."""
 
     def __init__(self, *, started: float) -> None:
         self.started = started
@@ -78,16 +79,32 @@ class ResponsesStreamReader:
         """The response object of the last event that carried one (the final event's at the end)."""
         self.output_parts: list[str] = []
         self._tool_items: list[dict[str, Any]] = []
+        self.stamp: Callable[[dict[str, Any]], Mapping[str, str]] | None = None
+        """Asked, with the final event's usage, for fields to add to that usage as the client gets it
+        (none: the event goes as it came)."""
+        self._stamped: tuple[bytes, bytes] | None = None
         self._splitter = EventSplitter()
 
-    def feed(self, chunk: bytes) -> None:
-        for event in events(self._splitter.feed(chunk)):
+    def feed(self, chunk: bytes) -> bytes:
+        """The events complete so far, each with its blank line (b"" when none is)."""
+        complete = self._splitter.feed(chunk)
+        parts = events(complete)
+        for event in parts:
             self._read(event)
+        if self._stamped is None:
+            return complete
+        (original, replacement), self._stamped = self._stamped, None
+        return swapped(parts, original, replacement)
 
-    def flush(self) -> None:
-        rest = self._splitter.rest().strip()
-        if rest:
-            self._read(rest)
+    def flush(self) -> bytes:
+        """What is left when the stream ends: an unterminated last event, as received unless stamped."""
+        rest = self._splitter.rest()
+        event = rest.strip()
+        if not event:
+            return rest
+        self._read(event)
+        stamped, self._stamped = self._stamped, None
+        return rest if stamped is None else stamped[1]
 
     @property
     def output_text(self) -> str:
@@ -128,3 +145,7 @@ class ResponsesStreamReader:
             usage = response.get("usage")
             if isinstance(usage, dict):
                 self.usage = usage
+                fields = self.stamp(usage) if self.stamp is not None else None
+                if fields:
+                    stamped = {**data, "response": {**response, "usage": {**usage, **fields}}}
+                    self._stamped = (event, with_data(event, stamped))

@@ -20,6 +20,7 @@ import respx
 from starlette.testclient import TestClient
 
 from gateway.messages.counting import count_prompt
+from gateway.money import usd
 from tests.factories import ADMIN_KEY, TENANT_KEY, gateway_client, make_config, shared_counter
 from tests.mock.anthropic import THINKING, Refused, check, error, message, message_events, signature_for, sse
 
@@ -186,7 +187,7 @@ def test_messages_accepts_a_bearer_tenant_key_too(tmp_path: Path, redis_url: str
     assert "anthropic-version" in router.calls.last.request.headers  # named for a client that sent none
 
 
-def test_messages_stream_is_relayed_unchanged_and_metered_on_the_last_cumulative_usage(
+def test_messages_stream_is_relayed_with_its_cost_and_metered_on_the_last_cumulative_usage(
     tmp_path: Path, redis_url: str, tenant: str
 ) -> None:
     upstream = Upstream()
@@ -196,10 +197,17 @@ def test_messages_stream_is_relayed_unchanged_and_metered_on_the_last_cumulative
         ) as response:
             relayed = b"".join(response.iter_raw())
         found = events(client, tenant, 1)
-    expected = sse(message_events(message(create_body(stream=True), 1, USAGE)))
-    assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
-    assert relayed == expected
     (event,) = found
+    sent = list(message_events(message(create_body(stream=True), 1, USAGE)))
+    # as sent, but for the request's cost, told in the usage of message_delta
+    cost = {
+        "x_gateway_cost_usd": usd(nanos(event), trim=True),
+        "x_gateway_saving_usd": "0.00",
+        "x_gateway_saving_basis": "forwarded",
+    }
+    expected = [{**e, "usage": {**e["usage"], **cost}} if e["type"] == "message_delta" else e for e in sent]
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+    assert relayed == sse(iter(expected))
     final_output = message(create_body(stream=True), 1, USAGE)["usage"]["output_tokens"]
     assert event["output_tokens"] == final_output  # message_delta's total, not message_start's 1 added
     assert event["cached_tokens"] == 10000 and event["stream"] is True

@@ -145,3 +145,31 @@ def test_merged_usage_replaces_and_never_adds() -> None:
     assert merged == {"input_tokens": 3, "output_tokens": 7}
     assert merged_usage(None, "not an object") is None
     assert orjson.dumps(merged_usage(None, {"output_tokens": 2})) == b'{"output_tokens":2}'
+
+
+COST = {"x_gateway_cost_usd": "0.0019", "x_gateway_saving_basis": "forwarded"}
+
+
+@pytest.mark.parametrize("piece", [1, 7, 100_000])
+def test_reader_passes_the_events_on_whole_with_the_message_delta_usage_stamped(piece: int) -> None:
+    events = list(message_events(reply()))
+    payload = sse(iter(events))
+    asked: list[dict[str, Any]] = []
+    reader = MessagesStreamReader(started=time.perf_counter())
+    reader.stamp = lambda usage: asked.append(usage) or COST
+    out = (
+        b"".join(reader.feed(payload[i : i + piece]) for i in range(0, len(payload), piece)) + reader.flush()
+    )
+    [at] = [n for n, event in enumerate(events) if event["type"] == "message_delta"]
+    stamped = {**events[at], "usage": {**events[at]["usage"], **COST}}
+    assert out == sse(iter([*events[:at], stamped, *events[at + 1 :]]))
+    assert asked == [reader.usage] == [{**START_USAGE, "output_tokens": 9}]  # the totals, as the ledger's
+
+
+def test_reader_stamps_a_message_delta_left_unterminated() -> None:
+    delta = {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 4}}
+    reader = MessagesStreamReader(started=time.perf_counter())
+    reader.stamp = lambda usage: COST
+    assert reader.feed(encoded(delta).rstrip(b"\n")) == b""
+    stamped = {**delta, "usage": {"output_tokens": 4, **COST}}
+    assert reader.flush() == encoded(stamped).rstrip(b"\n")

@@ -78,3 +78,45 @@ def test_reader_takes_usage_from_incomplete_and_failed_ends(final: dict[str, obj
 def test_finish_reason_of_a_content_filtered_response() -> None:
     response = {"status": "incomplete", "incomplete_details": {"reason": "content_filter"}}
     assert finish_reason_of(response) == "content_filter"
+
+
+COST = {"x_gateway_cost_usd": "0.0019", "x_gateway_saving_basis": "forwarded"}
+
+
+@pytest.mark.parametrize("piece", [1, 7, 100_000])
+def test_reader_passes_the_events_on_whole_with_the_final_usage_stamped(piece: int) -> None:
+    answer = responses_answer({"model": "gpt-5.4", "input": "hello there"}, number=1)
+    events = list(response_events(answer))
+    payload = sse(iter(events))
+    asked: list[dict[str, object]] = []
+    reader = ResponsesStreamReader(started=time.perf_counter())
+    reader.stamp = lambda usage: asked.append(usage) or COST
+    out = (
+        b"".join(reader.feed(payload[i : i + piece]) for i in range(0, len(payload), piece)) + reader.flush()
+    )
+    *before, final = events
+    assert final["type"] == "response.completed"
+    stamped = {**final, "response": {**final["response"], "usage": {**answer["usage"], **COST}}}
+    assert out == sse(iter([*before, stamped]))  # no other event touched, and none before it is
+    assert asked == [answer["usage"]] and reader.usage == answer["usage"]
+
+
+def test_reader_stamps_a_final_event_left_unterminated() -> None:
+    final = {
+        "type": "response.incomplete",
+        "response": {"id": "r", "status": "incomplete", "usage": {"input_tokens": 5}},
+    }
+    reader = ResponsesStreamReader(started=time.perf_counter())
+    reader.stamp = lambda usage: COST
+    event = b"event: response.incomplete\ndata: " + orjson.dumps(final)
+    assert reader.feed(event) == b""
+    stamped = {**final, "response": {**final["response"], "usage": {"input_tokens": 5, **COST}}}
+    assert reader.flush() == b"event: response.incomplete\ndata: " + orjson.dumps(stamped)
+
+
+def test_reader_without_fields_to_add_passes_the_final_event_as_it_came() -> None:
+    answer = responses_answer({"model": "gpt-5.4", "input": "hello there"}, number=1)
+    payload = sse(response_events(answer))
+    reader = ResponsesStreamReader(started=time.perf_counter())
+    reader.stamp = lambda usage: {}  # an unpriced model
+    assert reader.feed(payload) + reader.flush() == payload

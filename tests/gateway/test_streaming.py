@@ -109,6 +109,71 @@ def test_reader_handles_crlf_and_unterminated_tail() -> None:
     assert reader.output_text == "ab"
 
 
+COST = {"x_gateway_cost_usd": "0.0019", "x_gateway_saving_basis": "forwarded"}
+
+
+class Stamp:
+    """Gives ``COST`` for the usage it is asked about, and remembers what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[dict[str, object]] = []
+
+    def __call__(self, usage: dict[str, object]) -> dict[str, str]:
+        self.asked.append(usage)
+        return COST
+
+
+def stamped_reader(
+    *, strip_usage_chunk: bool, report_prompt_tokens: int | None = None
+) -> tuple[ChatStreamReader, Stamp]:
+    reader = ChatStreamReader(
+        strip_usage_chunk=strip_usage_chunk,
+        started=time.perf_counter(),
+        report_prompt_tokens=report_prompt_tokens,
+    )
+    reader.stamp = stamp = Stamp()
+    return reader, stamp
+
+
+@pytest.mark.parametrize("piece", [1, 7, len(STREAM)])
+def test_reader_stamps_the_usage_chunk_and_only_it(piece: int) -> None:
+    reader, stamp = stamped_reader(strip_usage_chunk=False)
+    out = b"".join(reader.feed(STREAM[i : i + piece]) for i in range(0, len(STREAM), piece)) + reader.flush()
+    expected = sse(
+        delta("Hel"),
+        delta("lo"),
+        delta(finish="stop"),
+        {"id": "c", "choices": [], "usage": {**USAGE, **COST}},
+    )
+    assert out == expected
+    assert stamp.asked == [USAGE]
+    assert reader.usage == USAGE  # the provider's, as read
+
+
+def test_reader_stamps_a_usage_chunk_left_unterminated() -> None:
+    reader, _ = stamped_reader(strip_usage_chunk=False)
+    unterminated = STREAM.removesuffix(b"data: [DONE]\n\n").removesuffix(b"\n\n")
+    out = reader.feed(unterminated) + reader.flush()
+    assert out == sse(delta("Hel"), delta("lo"), delta(finish="stop"), done=False) + b"data: " + orjson.dumps(
+        {"id": "c", "choices": [], "usage": {**USAGE, **COST}}
+    )
+
+
+def test_reader_does_not_price_a_usage_chunk_it_drops() -> None:
+    reader, stamp = stamped_reader(strip_usage_chunk=True)
+    out = reader.feed(ASKED) + reader.flush()
+    assert out == sse(delta("Hel"), delta('"usage":null, in the text'), delta(finish="stop"))
+    assert stamp.asked == []
+
+
+def test_reader_stamps_the_usage_reported_as_received() -> None:
+    reader, stamp = stamped_reader(strip_usage_chunk=False, report_prompt_tokens=500)
+    out = reader.feed(STREAM[:40]) + reader.feed(STREAM[40:]) + reader.flush()
+    [usage] = [orjson.loads(line[5:])["usage"] for line in out.splitlines() if b'"usage"' in line]
+    assert usage == {**USAGE, "prompt_tokens": 500, "total_tokens": 502, **COST}
+    assert stamp.asked == [USAGE]  # priced on what was billed
+
+
 def streamed(payload: bytes, piece: int = 9) -> httpx.Response:
     async def pieces() -> AsyncIterator[bytes]:
         for start in range(0, len(payload), piece):

@@ -7,6 +7,7 @@ is recorded as an estimated cost event; a stream field of the wrong shape never 
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,7 @@ def sse(*payloads: object) -> bytes:
     )
 
 
-MALFORMED = sse(
+MALFORMED_CHUNKS: tuple[object, ...] = (
     {"choices": [{"index": 0, "delta": "not an object"}]},
     {"choices": 5},
     {"choices": "abc", "usage": "lots"},
@@ -109,8 +110,9 @@ MALFORMED = sse(
     {"choices": [{"index": 0, "delta": {"tool_calls": [{"function": "f"}, 3]}, "finish_reason": 9}]},
     {"choices": [{"index": 0, "delta": {"content": "lo"}, "finish_reason": "stop"}]},
     b"{not json",
-    {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}},
 )
+USAGE = {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}
+MALFORMED = sse(*MALFORMED_CHUNKS, {"choices": [], "usage": USAGE})
 
 
 def test_malformed_stream_fields_do_not_cut_a_stream(
@@ -124,5 +126,10 @@ def test_malformed_stream_fields_do_not_cut_a_stream(
             relayed = b"".join(answer.iter_raw())
         request_id = answer.headers["x-gateway-request-id"]
         [event] = [e for e in app_events(client, tenant_name, until=request_id) if e["id"] == request_id]
-    assert answer.status_code == 200 and relayed == MALFORMED
+    # relayed as it came, but for the cost the gateway adds to the usage
+    told = orjson.loads(relayed.split(b"\n\n")[-3].removeprefix(b"data: "))["usage"]
+    fields = {name: value for name, value in told.items() if name.startswith("x_gateway_")}
+    assert answer.status_code == 200
+    assert relayed == sse(*MALFORMED_CHUNKS, {"choices": [], "usage": {**USAGE, **fields}})
+    assert Decimal(fields["x_gateway_cost_usd"]) == Decimal(event["cost_usd"]) > 0
     assert event["input_tokens"] == 9 and event["output_tokens"] == 2 and event["estimated"] is False
