@@ -131,7 +131,7 @@ class LedgerRecorder:
         if record.tenant is None or record.called_model is None or record.pending_response is not None:
             return {}
         config = self._config()
-        usage = record.usage or self.early_estimate(record)
+        usage = with_tool_uses(record, record.usage or self.early_estimate(record))
         cost, _, basis, counterfactual = self.money(record, config, usage)
         if cost is None:
             return {}
@@ -175,9 +175,7 @@ class LedgerRecorder:
 
     def main_event(self, record: RequestRecord, config: GatewayConfig, tenant: str) -> CostEvent:
         assert record.tenant is not None and record.called_model is not None
-        usage = record.usage or self.estimate(record)
-        if record.tool_uses and not usage.tool_uses:
-            usage = replace(usage, tool_uses=record.tool_uses)
+        usage = with_tool_uses(record, record.usage or self.estimate(record))
         cost, unchanged, basis, counterfactual = self.money(record, config, usage)
         if cost is not None and cost.unpriced_tools:
             self.unpriced(record.called_model, cost.unpriced_tools)
@@ -209,12 +207,7 @@ class LedgerRecorder:
         self, record: RequestRecord, call: SideCall, config: GatewayConfig, tenant: str, n: int
     ) -> CostEvent:
         assert record.tenant is not None
-        usage = call.usage or Usage(
-            input_tokens=(record.forwarded_tokens or record.prompt_tokens or 0)
-            if call.kind == TIMEOUT
-            else 0,
-            estimated=True,
-        )
+        usage = side_usage(record, call)
         return CostEvent(
             id=f"{record.request_id}:{call.kind}:{n}",
             time_ms=int(time.time() * 1000),
@@ -255,12 +248,27 @@ class LedgerRecorder:
         )
 
 
+def with_tool_uses(record: RequestRecord, usage: Usage) -> Usage:
+    """``usage`` with the server-side tool uses seen in the answer (``RequestRecord.tool_uses``) when it
+    carries none itself: the headers and the event bill them alike."""
+    if record.tool_uses and not usage.tool_uses:
+        return replace(usage, tool_uses=record.tool_uses)
+    return usage
+
+
+def side_usage(record: RequestRecord, call: SideCall) -> Usage:
+    """What a side call used: its usage; without one, estimated: for an attempt that timed out, the
+    prompt it sent (the provider may have run it), else nothing."""
+    if call.usage is not None:
+        return call.usage
+    sent = (record.forwarded_tokens or record.prompt_tokens or 0) if call.kind == TIMEOUT else 0
+    return Usage(input_tokens=sent, estimated=True)
+
+
 def side_calls_nanos(config: GatewayConfig, record: RequestRecord) -> int:
-    """What a record's side calls cost, at the prices of the models that answered them."""
-    costs = (
-        cost_of(call.usage, config, call.model) if call.usage is not None else None
-        for call in record.side_calls
-    )
+    """What a record's side calls cost, as their cost events price them, at the prices of the models
+    that answered them."""
+    costs = (cost_of(side_usage(record, call), config, call.model) for call in record.side_calls)
     return sum(cost.total_nanos for cost in costs if cost is not None)
 
 

@@ -1,6 +1,7 @@
 """Server-side tools through the app, the providers mocked by respx: web searches reported by Messages
-(whole and streamed), Responses (whole, streamed, background) and chat billed per use; the budget hold
-sized by ``max_uses``; a tenant's allowance refusing them before any upstream call; unpriced uses counted.
+(whole and streamed), Responses (whole, streamed, background) and chat billed per use, and told to the
+caller as billed; the budget hold sized by ``max_uses``; a tenant's allowance refusing them before any
+upstream call; unpriced uses counted.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from tests.factories import (
     gateway_client,
     make_config,
 )
+from tests.gateway.test_cost_headers import told_cost
 from tests.gateway.test_messages_pipeline import ANTHROPIC_HEADERS, Upstream, app, create_body, events
 from tests.gateway.test_messages_pipeline import config as claude_config
 from tests.gateway.test_responses_background import BY_ID, BackgroundUpstream
@@ -82,6 +84,7 @@ def test_messages_fifty_searches_are_billed_fifty_times_the_price(
     assert event["tool_cost_usd"] == "0.500000000"
     assert nanos(event["cost_usd"]) == tokens_nanos(1000, event["output_tokens"]) + 500_000_000
     assert event["estimated"] is False
+    assert told_cost(answer) == nanos(event["cost_usd"])
 
 
 def test_messages_stream_cut_before_its_totals_bills_the_searches_it_relayed(
@@ -210,6 +213,7 @@ def test_responses_tool_calls_are_billed_from_the_output_items(
         (event,) = events(client, tenant_name)
     assert event["tool_uses"] == "code_interpreter=1;file_search=1;web_search=4"
     assert nanos(event["tool_cost_usd"]) == 30_000_000 + 2_500_000 + 4 * 10_000_000
+    assert told_cost(answer) == nanos(event["cost_usd"])
 
 
 def test_responses_hold_uses_max_tool_calls_and_a_tenant_can_refuse(
@@ -275,6 +279,7 @@ def test_chat_web_search_options_bills_one_search_and_can_be_refused(
         )
     assert searched.status_code == 200
     assert event["tool_uses"] == "web_search=1" and event["tool_cost_usd"] == "0.010000000"
+    assert told_cost(searched) == nanos(event["cost_usd"])
     assert refused.status_code == 400 and refused.json()["error"]["param"] == "web_search_options"
     assert len(router.calls) == 1
 

@@ -2,7 +2,8 @@
 
 A 200 whose body is not the JSON object the call returns is an upstream error (502 with the cause) and is
 billed only for what the provider reports (nothing); an attempt that timed out after its request went out
-is recorded as an estimated cost event; a stream field of the wrong shape never cuts the stream.
+is recorded as an estimated cost event, and counted, estimated, in the cost the answer tells; a stream
+field of the wrong shape never cuts the stream.
 """
 
 from __future__ import annotations
@@ -79,6 +80,10 @@ def test_an_attempt_that_timed_out_is_recorded_as_an_estimated_cost(
     assert timed_out[0]["parent_id"] == request_id and timed_out[0]["estimated"] is True
     assert timed_out[0]["input_tokens"] == int(answer.headers["x-gateway-prompt-tokens"])
     assert timed_out[0]["cost_usd"] != "0.000000000"
+    # the caller is told the same total, the timed-out attempt's part an estimate
+    assert answer.headers["x-gateway-cost-estimated"] == "true"
+    told = Decimal(answer.headers["x-gateway-cost-usd"])
+    assert told == sum(Decimal(e["cost_usd"]) for e in stored if request_id in (e["id"], e["parent_id"]))
 
 
 def test_a_request_whose_every_attempt_timed_out_records_each(
