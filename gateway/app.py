@@ -44,7 +44,7 @@ def create_app(
     """Build the app. ``client_factory`` makes each provider's httpx client (tests pass a mock transport);
     ``counter`` lends already loaded vocabularies (tests share one); ``restart`` stops the process for its
     supervisor to start again, when the Redis client opened at start proves of the wrong kind for the node
-    (``gateway.redismode``)."""
+    (``gateway.redis.mode``)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

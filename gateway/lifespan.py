@@ -26,10 +26,10 @@ from gateway.metering import LedgerRecorder
 from gateway.metrics import GatewayMetrics, RequestMetrics, StateReading
 from gateway.pipeline import Pipeline
 from gateway.readiness import Readiness
-from gateway.redisconnect import RedisModeError, open_redis
-from gateway.redisconnect import redis_client as redis_client  # its home before gateway.redisconnect
-from gateway.redismode import ModeWatch
-from gateway.redisserver import EmbeddedRedis, embedded_redis_dir
+from gateway.redis.connect import RedisModeError, open_redis
+from gateway.redis.connect import redis_client as redis_client  # its home before gateway.redis.connect
+from gateway.redis.mode import ModeWatch
+from gateway.redis.server import EmbeddedRedis, embedded_redis_dir
 from gateway.reload import ConfigStore
 from gateway.responses.memory import ResponseMemory
 from gateway.responses.pending import Settler
@@ -78,7 +78,7 @@ async def open_process_redis(
     stack: AsyncExitStack, settings: Settings, *, restart: Callable[[], None] | None
 ) -> tuple[aioredis.Redis, ModeWatch]:
     """The process's Redis client (the embedded server started first when no URL is set), of the kind
-    its node is (``gateway.redisconnect``), and what watches that the kind still fits."""
+    its node is (``gateway.redis.connect``), and what watches that the kind still fits."""
     redis_url = settings.redis_url
     if redis_url is None:
         embedded = EmbeddedRedis(embedded_redis_dir(settings.data_dir))

@@ -3,7 +3,7 @@
 Each poll costs one Redis round trip and no more: a write probe (``SET <prefix>:probe``, as the ledger's own
 probe; a write, since a Redis that answers PING may still refuse writes: out of memory, a read-only replica,
 too few replicas), plus what is already known in the process: whether the ledger's writer has Redis down
-(its last write or probe failed) and whether the Redis client fits the node (``gateway.redismode``).
+(its last write or probe failed) and whether the Redis client fits the node (``gateway.redis.mode``).
 
 Not flapping on one slow moment: a failing probe or writer makes the pod unready only once it has kept
 failing for ``grace`` seconds, that is, seen failing by polls at least that far apart with no success
@@ -22,7 +22,7 @@ import anyio
 import redis.asyncio as aioredis
 
 from gateway.ledger import Ledger
-from gateway.redismode import ModeWatch
+from gateway.redis.mode import ModeWatch
 
 GRACE_SECONDS = 3.0
 PROBE_TIMEOUT_SECONDS = 1.0

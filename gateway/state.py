@@ -10,7 +10,7 @@ from gateway.ledger import Ledger, LedgerReader
 from gateway.metrics.exposition import GatewayMetrics
 from gateway.pipeline import Pipeline
 from gateway.readiness import Readiness
-from gateway.redismode import ModeWatch
+from gateway.redis.mode import ModeWatch
 from gateway.reload import ConfigStore
 from gateway.responses.stored import StoredResponses
 from gateway.sampling.store import SampleWriter

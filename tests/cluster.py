@@ -15,7 +15,7 @@ from pathlib import Path
 import redis
 from redis.crc import key_slot
 
-from gateway.redisserver import EmbeddedRedis, free_cluster_port
+from gateway.redis.server import EmbeddedRedis, free_cluster_port
 
 SLOTS = 16_384
 

@@ -13,7 +13,7 @@ import pytest
 import redis.asyncio as aioredis
 from hypothesis import settings as hypothesis_settings
 
-from gateway.redisserver import EmbeddedRedis, EmbeddedRedisError, free_port
+from gateway.redis.server import EmbeddedRedis, EmbeddedRedisError, free_port
 from tests.redis_db import DatabaseRefused, claim_database
 from tests.redis_server import RedisChoice, redis_choice
 

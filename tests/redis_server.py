@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from gateway.redisserver import EmbeddedRedisError, redis_server_binary, system_server_binary
+from gateway.redis.server import EmbeddedRedisError, redis_server_binary, system_server_binary
 
 URL_VARIABLE = "GATEWAY_TEST_REDIS_URL"
 SERVER_VARIABLE = "GATEWAY_TEST_REDIS_SERVER"

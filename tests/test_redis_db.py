@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from gateway.redisserver import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis, free_port
 from tests.redis_db import LEASE, MARKER, DatabaseRefused, claim_database, redacted, with_database
 
 

@@ -7,7 +7,7 @@ Every option is also an environment variable (``GATEWAY_<OPTION>``). Without a R
 server is started here, in the serving process, so that all workers share it; it stops last, on exit. With
 one, its node is asked here, before any worker starts, whether it is a Redis Cluster node: a mode
 ``--redis-cluster``/``--no-redis-cluster`` forces that the node contradicts ends the command (exit status 2).
-A server older than the gateway's minimum (``gateway.redisversion``), embedded or named, is refused: exit 2.
+A server older than the gateway's minimum (``gateway.redis.version``), embedded or named, is refused: exit 2.
 
 Metrics: ``PROMETHEUS_MULTIPROC_DIR`` is set to a fresh ``<data dir>/metrics`` before any worker starts, so
 every worker writes its metrics there and a scrape of any of them shows the sum over all.
@@ -39,9 +39,9 @@ from gateway.config import GatewayConfig
 from gateway.configfile import ConfigError, load_config
 from gateway.logs import configure_logging
 from gateway.mockupstream.server import MockUpstream, tenant_key, try_lines
-from gateway.redisconnect import RedisModeError, redis_mode, where
-from gateway.redisserver import EmbeddedRedis, EmbeddedRedisError, embedded_redis_dir
-from gateway.redisversion import RedisVersionError, check_configured
+from gateway.redis.connect import RedisModeError, redis_mode, where
+from gateway.redis.server import EmbeddedRedis, EmbeddedRedisError, embedded_redis_dir
+from gateway.redis.version import RedisVersionError, check_configured
 from gateway.server_protocol import GuardedHttpToolsProtocol
 from gateway.settings import Settings
 from gateway.startup import admin_notice, startup_notices
@@ -230,7 +230,7 @@ def serve_gateway(settings: Settings, mock: MockUpstream | None) -> int:
 def redis_mode_refused(settings: Settings) -> str | None:
     """Why the Redis of ``GATEWAY_REDIS_URL`` cannot be used in the mode ``GATEWAY_REDIS_CLUSTER`` forces,
     asked once here, before any worker: a worker refusing at start would be started again and again. A
-    Redis that does not answer is no reason (each worker asks again; see ``gateway.redismode``)."""
+    Redis that does not answer is no reason (each worker asks again; see ``gateway.redis.mode``)."""
     if settings.redis_url is None:
         return None
     try:

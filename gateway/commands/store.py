@@ -20,8 +20,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.config import GatewayConfig
 from gateway.configfile import ConfigError, load_config
-from gateway.redisconnect import RedisModeError, open_redis
-from gateway.redisserver import embedded_redis_socket
+from gateway.redis.connect import RedisModeError, open_redis
+from gateway.redis.server import embedded_redis_socket
 from gateway.sampling.since import parse_since
 from gateway.settings import Settings
 

@@ -28,12 +28,12 @@ import redis.asyncio as aioredis
 import structlog
 from redis.exceptions import RedisError
 
-from gateway import pipelined
 from gateway.conversations.fingerprint import Chain, Opening
 from gateway.conversations.state import ConversationState
 from gateway.ledger.reply import integer
 from gateway.ledger.script import Script
-from gateway.pipelined import describe
+from gateway.redis import pipelined
+from gateway.redis.pipelined import describe
 
 TIMEOUT_SECONDS = 0.25
 RETRY_PAUSES = (0.25, 1.0, 2.0)

@@ -36,8 +36,8 @@ import orjson
 import structlog
 from redis.asyncio import Redis
 
-from gateway import pipelined
 from gateway.ledger.reply import integer, text
+from gateway.redis import pipelined
 
 PAIRS_MAXLEN = 200_000
 TRAFFIC_TTL_SECONDS = 90 * 86_400

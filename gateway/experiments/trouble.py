@@ -30,7 +30,7 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from gateway.pipelined import WriteFailed
+from gateway.redis.pipelined import WriteFailed
 
 LOG_EVERY_SECONDS = 60.0
 UNREACHABLE = "unreachable"

@@ -3,16 +3,16 @@
 A batch is split by tenant (a script may only touch one tenant's keys: one Cluster slot) into chunks of
 up to ``CHUNK_EVENTS``; each chunk is one EVALSHA that dedups, appends and adds up its events atomically.
 
-Every reply of the pipeline is read (``gateway.pipelined``): on a Redis Cluster a node that fails mid-read
-puts an error in place of each of its replies while the other nodes' replies are real. Every failure is
-sorted into one of two kinds: the store is unavailable (connection lost, timeout, a server that is
-loading, read-only or out of memory, a cluster failing over), so the whole batch is retried later from the
-spool; or the server refused a chunk for good (foreign data under a ledger key), in which case its events
-are tried one by one and those refused are set aside rather than retried forever. On a cluster the
-pipeline ends with a ``WAIT`` per node (``gateway.replication``), and a batch no replica confirmed comes
-back ``unconfirmed``: the writer applies it again until a replica has it or the master that took it is
-known dead (then from the spool, on the promoted replica). Because the script is
-idempotent, retrying a batch that was partly applied never counts anything twice.
+Every reply of the pipeline is read (``gateway.redis.pipelined``): on a Redis Cluster a node that fails
+mid-read puts an error in place of each of its replies while the other nodes' replies are real. Every failure
+is sorted into one of two kinds: the store is unavailable (connection lost, timeout, a server that is loading,
+read-only or out of memory, a cluster failing over), so the whole batch is retried later from the spool; or
+the server refused a chunk for good (foreign data under a ledger key), in which case its events are tried one
+by one and those refused are set aside rather than retried forever. On a cluster the pipeline ends with a
+``WAIT`` per node (``gateway.redis.replication``), and a batch no replica confirmed comes back
+``unconfirmed``: the writer applies it again until a replica has it or the master that took it is known dead
+(then from the spool, on the promoted replica). Because the script is idempotent, retrying a batch that was
+partly applied never counts anything twice.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError
 
-from gateway import pipelined
 from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import day_of, month_expiry
 from gateway.ledger.script import APPLY_EVENTS, Script
-from gateway.pipelined import WriteFailed, describe, failures, is_transient
-from gateway.replication import add_waits, nodes_to_confirm, unconfirmed
+from gateway.redis import pipelined
+from gateway.redis.pipelined import WriteFailed, describe, failures, is_transient
+from gateway.redis.replication import add_waits, nodes_to_confirm, unconfirmed
 
 CHUNK_EVENTS = 100
 """Events per script call: enough to share the counter updates, few enough to keep Redis responsive."""
@@ -100,8 +100,8 @@ class EventApplier:
         the replies, and whether a replica failed to confirm them within the wait.
 
         Every reply is read: a chunk, the tenants' index or a replica's acknowledgement that failed for a
-        reason that may pass (``gateway.pipelined``) makes the whole batch unavailable, to be tried again
-        from the spool; only a chunk the server refused for good comes back as an error reply."""
+        reason that may pass (``gateway.redis.pipelined``) makes the whole batch unavailable, to be tried
+        again from the spool; only a chunk the server refused for good comes back as an error reply."""
         commands = [self._command(chunk) for chunk in chunks]
         confirm = nodes_to_confirm(self._redis, self._slot_keys(chunks, tenants))
         try:

@@ -38,7 +38,7 @@ from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.schema import LedgerConfig
 from gateway.ledger.spool import Spool
-from gateway.replication import refresh_topology
+from gateway.redis.replication import refresh_topology
 
 
 @dataclass(frozen=True, slots=True)

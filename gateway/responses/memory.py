@@ -11,10 +11,10 @@ A response still running upstream (``background: true``) is remembered with what
 (``Pending``) and queued in one sorted set, ``gw:responses:pending``, scored by when to look at it next
 (``gateway.responses.pending`` settles it).
 
-On a Redis Cluster every write ends with ``WAIT`` (``gateway.replication``): a value a master took but no
-replica confirmed is also kept by ``UnwrittenResponses`` and written again until a replica confirms a
-write (or, after ``CONFIRM_SECONDS`` without one, counts as written on its live master), so that a master
-killed before passing it on does not take it with it.
+On a Redis Cluster every write ends with ``WAIT`` (``gateway.redis.replication``): a value a master took but
+no replica confirmed is also kept by ``UnwrittenResponses`` and written again until a replica confirms a write
+(or, after ``CONFIRM_SECONDS`` without one, counts as written on its live master), so that a master killed
+before passing it on does not take it with it.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ import redis.asyncio as aioredis
 import structlog
 from redis.exceptions import RedisClusterException, RedisError
 
-from gateway import pipelined
-from gateway.pipelined import describe
 from gateway.record import RequestRecord
-from gateway.replication import add_waits, nodes_to_confirm, refresh_topology, unconfirmed
+from gateway.redis import pipelined
+from gateway.redis.pipelined import describe
+from gateway.redis.replication import add_waits, nodes_to_confirm, refresh_topology, unconfirmed
 from gateway.responses.unwritten import UnwrittenResponses
 
 DEFAULT_TTL_SECONDS = 30 * 24 * 3600

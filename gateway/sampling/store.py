@@ -2,11 +2,11 @@
 
 ``record(signal)`` never waits: it puts the signal on the queue, or counts it as dropped when the queue is
 full. The writer task takes what is queued (up to ``batch_size``) and sends it in one pipelined round trip,
-``XADD gw:samples:{model} MAXLEN ~ N``, reading every reply (``gateway.pipelined``): on a Redis Cluster one
-node can fail while the others write. What was not written is held and tried again, first, every
-``retry_interval_seconds`` until Redis takes it; while Redis is away new samples join it. The samples held
-are capped at ``queue_size``: beyond that the oldest are dropped and counted. Samples are statistics, not
-money, so nothing is spooled to disk (the cost ledger is the part that never loses).
+``XADD gw:samples:{model} MAXLEN ~ N``, reading every reply (``gateway.redis.pipelined``): on a Redis Cluster
+one node can fail while the others write. What was not written is held and tried again, first, every
+``retry_interval_seconds`` until Redis takes it; while Redis is away new samples join it. The samples held are
+capped at ``queue_size``: beyond that the oldest are dropped and counted. Samples are statistics, not money,
+so nothing is spooled to disk (the cost ledger is the part that never loses).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import structlog
 from redis.asyncio import Redis
 from redis.exceptions import RedisClusterException, RedisError
 
-from gateway import pipelined
 from gateway.background import wind_down
-from gateway.pipelined import describe
+from gateway.redis import pipelined
+from gateway.redis.pipelined import describe
 from gateway.sampling.config import SamplingConfig
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.signals import Signal

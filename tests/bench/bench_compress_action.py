@@ -53,7 +53,7 @@ from gateway.cache import RedisCache
 from gateway.config import ProviderConfig
 from gateway.planning import plan_chat
 from gateway.record import RequestRecord
-from gateway.redisserver import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis, free_port
 from gateway.settings import Settings
 from gateway.tokens.adapter import ModelTokens
 from policies import Facts

@@ -21,7 +21,7 @@ import redis.asyncio as aioredis
 from gateway.ledger.event import CostEvent
 from gateway.ledger.schema import LedgerConfig
 from gateway.ledger.writer import Ledger
-from gateway.redisserver import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis, free_port
 
 BURST = 200  # events recorded between two yields to the event loop, as if from that many requests
 

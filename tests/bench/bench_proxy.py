@@ -23,7 +23,7 @@ from pathlib import Path
 
 import orjson
 
-from gateway.redisserver import free_port
+from gateway.redis.server import free_port
 from tests.bench.harness import (
     PYTHON,
     closed_loop,

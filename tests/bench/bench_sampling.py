@@ -20,7 +20,7 @@ import redis.asyncio as aioredis
 
 from gateway.commands.probes import tokenizer_for
 from gateway.record import RequestRecord
-from gateway.redisserver import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis, free_port
 from gateway.sampling.config import SamplingConfig
 from gateway.sampling.haystack import build_prompt
 from gateway.sampling.html import render_html

@@ -24,7 +24,7 @@ import orjson
 
 from gateway.config import ModelPricing
 from gateway.pricing import price
-from gateway.redisserver import free_port
+from gateway.redis.server import free_port
 from gateway.types import Usage
 from tests.bench.harness import PYTHON, process
 from tests.factories import make_config, shared_counter, write_config

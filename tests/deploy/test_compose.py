@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 from gateway.cli import build_parser
-from gateway.redisversion import MINIMUM, parse_version
+from gateway.redis.version import MINIMUM, parse_version
 from tests.deploy.dockerfile import Dockerfile
 from tests.deploy.manifests import (
     COMPOSE,

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from gateway.redisserver import free_port
+from gateway.redis.server import free_port
 from tests.deploy.dockerfile import Dockerfile
 from tests.deploy.healthcheck import run_healthcheck
 

@@ -23,7 +23,7 @@ import httpx
 import pytest
 import yaml
 
-from gateway.redisserver import free_port
+from gateway.redis.server import free_port
 from tests.deploy.healthcheck import run_healthcheck
 from tests.deploy.manifests import (
     SECRET_TEMPLATE,

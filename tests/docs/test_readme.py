@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.redisserver import free_port
+from gateway.redis.server import free_port
 from tests.docs.reader import ROOT, Session, blocks, checkout, run_document, unknown
 
 README = ROOT / "README.md"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.redisserver import free_port
+from gateway.redis.server import free_port
 from tests.docs.reader import ROOT, Session, blocks, checkout, matches, run_document, unknown
 
 TUTORIAL = ROOT / "docs" / "tutorial.md"

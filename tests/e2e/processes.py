@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from gateway.redisserver import free_port
+from gateway.redis.server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

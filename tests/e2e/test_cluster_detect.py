@@ -27,9 +27,9 @@ from gateway.ledger import CostEvent, LedgerKeys, LedgerReader, Period
 from gateway.ledger.apply import EventApplier
 from gateway.ledger.period import day_of
 from gateway.money import usd
-from gateway.redisconnect import RedisMode, RedisModeError, open_redis
-from gateway.redismode import ModeWatch
-from gateway.redisserver import EmbeddedRedis, free_cluster_port, free_port
+from gateway.redis.connect import RedisMode, RedisModeError, open_redis
+from gateway.redis.mode import ModeWatch
+from gateway.redis.server import EmbeddedRedis, free_cluster_port, free_port
 from tests.cluster import redis_cluster
 from tests.e2e.processes import ROOT
 from tests.e2e.test_shutdown import mock_config, serving

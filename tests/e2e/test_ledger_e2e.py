@@ -27,7 +27,7 @@ from gateway.ledger.spool import REJECTED
 from gateway.metering import max_cost_nanos
 from gateway.money import NANOS_PER_USD
 from gateway.pricing import nanos_per_token, price, price_at_tier
-from gateway.redisserver import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis, free_port
 from gateway.types import Usage
 from tests.e2e.ledger_helpers import (
     KEYS,

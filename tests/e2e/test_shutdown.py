@@ -21,7 +21,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.ledger import CostEvent, Ledger, LedgerReader, Period
-from gateway.redisserver import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis, free_port
 from tests.e2e.processes import ROOT, wait_until_up
 from tests.factories import TENANT_KEY, make_config, write_config
 

@@ -9,7 +9,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.cache import RedisCache
-from gateway.redisserver import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis, free_port
 
 
 @pytest.mark.anyio

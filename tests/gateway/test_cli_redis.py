@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.cli import main
-from gateway.redisserver import free_port
+from gateway.redis.server import free_port
 
 COMMANDS = {
     "costs": ("costs", "summary"),

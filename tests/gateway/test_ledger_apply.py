@@ -13,7 +13,7 @@ from gateway.ledger.apply import EventApplier, StoreUnavailable
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import day_of, month_expiry, month_of
 from gateway.ledger.summary import read_counters
-from gateway.redisserver import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis, free_port
 from tests.gateway.test_ledger_event import NOV_30_NOON, make_event
 
 KEYS = LedgerKeys()

@@ -19,7 +19,7 @@ from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import day_of, month_of
 from gateway.ledger.schema import BudgetConfig, LedgerConfig
 from gateway.ledger.summary import read_counters
-from gateway.redisserver import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis, free_port
 from tests.gateway.test_ledger_event import make_event
 
 KEYS = LedgerKeys()

@@ -16,7 +16,7 @@ from gateway.cli import main
 from gateway.commands import store
 from gateway.ledger.apply import EventApplier
 from gateway.ledger.keys import LedgerKeys
-from gateway.redisserver import EmbeddedRedis, embedded_redis_dir, free_port
+from gateway.redis.server import EmbeddedRedis, embedded_redis_dir, free_port
 from gateway.settings import Settings
 from tests.factories import make_config, write_config
 from tests.gateway.test_ledger_event import make_event

@@ -25,7 +25,7 @@ from gateway.ledger.schema import LedgerConfig
 from gateway.ledger.spool import REJECTED
 from gateway.ledger.summary import read_counters
 from gateway.ledger.writer import Ledger
-from gateway.redisserver import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis, free_port
 from tests.gateway.test_ledger_event import make_event
 
 KEYS = LedgerKeys()

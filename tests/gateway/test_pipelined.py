@@ -18,8 +18,8 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from gateway import pipelined
-from gateway.pipelined import WriteFailed, is_transient
+from gateway.redis import pipelined
+from gateway.redis.pipelined import WriteFailed, is_transient
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import redis
 
-from gateway.redisserver import EmbeddedRedis, free_port, packaged_server_binary, redis_server_binary
-from gateway.redisversion import MINIMUM
+from gateway.redis.server import EmbeddedRedis, free_port, packaged_server_binary, redis_server_binary
+from gateway.redis.version import MINIMUM
 
 
 def test_the_embedded_binary_is_the_packaged_valkey() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from gateway.redisversion import (
+from gateway.redis.version import (
     MINIMUM,
     RedisVersionError,
     check_configured,

@@ -86,7 +86,7 @@ def test_probes_report_without_redis_explains(
 def test_probes_report_reads_the_embedded_redis_socket(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from gateway.redisserver import EmbeddedRedis
+    from gateway.redis.server import EmbeddedRedis
 
     monkeypatch.setenv("GATEWAY_DATA_DIR", str(tmp_path))
     monkeypatch.chdir(tmp_path)
@@ -112,7 +112,7 @@ def test_probe_run_rejects_bad_plans(
 
 
 def test_probe_run_fails_when_every_probe_fails(capsys: pytest.CaptureFixture[str]) -> None:
-    from gateway.redisserver import free_port
+    from gateway.redis.server import free_port
 
     url = f"http://127.0.0.1:{free_port()}"
     argv = ("--lengths", "500", "--depths", "0.5", "--approximate-tokens", "--no-store", "--base-url", url)

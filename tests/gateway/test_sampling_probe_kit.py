@@ -24,7 +24,7 @@ from starlette.routing import Route
 from gateway.app import create_app
 from gateway.cli import main
 from gateway.config import ProviderConfig
-from gateway.redisserver import free_port
+from gateway.redis.server import free_port
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.needle import ProbeResult
 from gateway.settings import Settings

@@ -9,7 +9,7 @@ import anyio
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.redisserver import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis, free_port
 from gateway.sampling.config import SamplingConfig
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.reader import SampleReader

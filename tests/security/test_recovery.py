@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gateway.ledger.budget import Budgets
 from gateway.ledger.schema import BudgetConfig, LedgerConfig
 from gateway.lifespan import redis_client
-from gateway.redisserver import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis, free_port
 from tests.security.conftest import Tenants
 
 

