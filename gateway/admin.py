@@ -9,9 +9,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.auth import KEY_ID_LENGTH
+from gateway.base.errors import InvalidRequest
 from gateway.config import GatewayConfig
 from gateway.configfile import ConfigError
-from gateway.errors import InvalidRequest
 from gateway.routes import json_response, require_admin, state_of
 
 REDACTED = "***"

@@ -17,19 +17,19 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from compressors.summary.settings import DEFAULT_CHUNK_TOKENS, DEFAULT_SUMMARY_MAX_TOKENS, PROMPT_RESERVE
+from gateway.base.money import nanos_from_usd
+from gateway.base.record import RequestRecord
+from gateway.base.types import Usage
 from gateway.config import GatewayConfig
 from gateway.ledger import Budgets, Reservation
 from gateway.metering import max_cost_nanos
-from gateway.money import nanos_from_usd
 from gateway.passthrough import Grant
 from gateway.planning import Plan
 from gateway.pricing import price
-from gateway.record import RequestRecord
 from gateway.runtime import Route, Runtime
 from gateway.sampling.config import PROBE_TENANT
 from gateway.sampling.decide import trusted_probe
 from gateway.servertools.requested import NO_TOOLS, RequestedTools
-from gateway.types import Usage
 from policies import Decision
 
 

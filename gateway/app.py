@@ -15,7 +15,7 @@ from starlette.requests import Request
 
 from gateway import routes
 from gateway.admin import admin_config_router
-from gateway.errors import GatewayError
+from gateway.base.errors import GatewayError
 from gateway.experiments import routes as experiments_routes
 from gateway.ledger import LedgerReader
 from gateway.ledger import routes as ledger_routes

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gateway.errors import ProviderKeyRefused, UpstreamError, UpstreamExhausted, UpstreamInvalidAnswer
-from gateway.record import TIMEOUT, RequestRecord, SideCall
+from gateway.base.errors import ProviderKeyRefused, UpstreamError, UpstreamExhausted, UpstreamInvalidAnswer
+from gateway.base.record import TIMEOUT, RequestRecord, SideCall
 from gateway.upstream import TimedOut
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from gateway.base.errors import AuthenticationFailed
+from gateway.base.types import Tenant
 from gateway.config import TenantConfig, hash_key
-from gateway.errors import AuthenticationFailed
-from gateway.types import Tenant
 
 KEY_ID_LENGTH = 12
 

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 from starlette.requests import ClientDisconnect, Request
 
-from gateway.errors import ClientClosedRequest, InvalidRequest, MalformedJSON, PayloadTooLarge
+from gateway.base.errors import ClientClosedRequest, InvalidRequest, MalformedJSON, PayloadTooLarge
 
 JsonObject = dict[str, Any]
 

@@ -13,8 +13,8 @@ from starlette.requests import Request
 
 from gateway import body as bodies
 from gateway.admission import Hold
+from gateway.base.record import RequestRecord
 from gateway.count_limit import CountLimiter
-from gateway.record import RequestRecord
 from gateway.runtime import Runtime
 
 

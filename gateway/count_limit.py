@@ -23,7 +23,7 @@ import structlog
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from gateway.errors import RateLimited
+from gateway.base.errors import RateLimited
 from gateway.ledger.script import Script
 
 COUNT_ENDPOINTS = frozenset({"messages_count_tokens", "responses_input_tokens"})

@@ -10,9 +10,9 @@ from starlette.responses import Response
 
 from gateway import body as bodies
 from gateway.admission import Hold, passthrough_ceiling_nanos
+from gateway.base.money import nanos_from_usd
 from gateway.body import headers_of
 from gateway.metering import max_cost_nanos
-from gateway.money import nanos_from_usd
 from gateway.passthrough import passthrough_grant, passthrough_route
 from gateway.planning import with_model
 from gateway.responses.calls import with_query

@@ -16,7 +16,7 @@ from functools import partial
 import redis.asyncio as aioredis
 import structlog
 
-from gateway.background import Background
+from gateway.base.background import Background
 from gateway.config import GatewayConfig
 from gateway.conversations.recorder import ConversationRecorder
 from gateway.conversations.store import ConversationStore

@@ -8,9 +8,9 @@ import sys
 import orjson
 import structlog
 
-from gateway.echo import echoed_or_none
-from gateway.money import usd
-from gateway.record import RequestRecord
+from gateway.base.echo import echoed_or_none
+from gateway.base.money import usd
+from gateway.base.record import RequestRecord
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 

@@ -17,16 +17,16 @@ from typing import Any
 
 import structlog
 
+from gateway.base.counterfactual_cache import Basis, CounterfactualCache
+from gateway.base.money import nanos_from_usd, usd
+from gateway.base.record import SHADOW_CALL, TIMEOUT, RequestRecord, SideCall
+from gateway.base.types import Usage
 from gateway.config import GatewayConfig, ModelConfig, ModelPricing, prompt_cache_of
-from gateway.counterfactual_cache import Basis, CounterfactualCache
 from gateway.ledger import CostEvent, Ledger
-from gateway.money import nanos_from_usd, usd
 from gateway.pricing import Cost, price
-from gateway.record import SHADOW_CALL, TIMEOUT, RequestRecord, SideCall
 from gateway.servertools import uses_text
 from gateway.servertools.requested import NO_TOOLS, RequestedTools
 from gateway.tokens.counter import TokenCounter
-from gateway.types import Usage
 
 log = structlog.get_logger("gateway.metering")
 

@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from gateway.base.echo import echoed
+from gateway.base.errors import PermissionDenied, RouteNotFound
 from gateway.config import PassthroughRoute
-from gateway.echo import echoed
-from gateway.errors import PermissionDenied, RouteNotFound
 
 
 class Routed(Protocol):

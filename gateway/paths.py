@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gateway.errors import InvalidRequest
+from gateway.base.errors import InvalidRequest
 
 Scope = dict[str, Any]
 ASGIApp = Any

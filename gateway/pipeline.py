@@ -24,7 +24,10 @@ from gateway import replies
 from gateway.admission import Hold, ceiling_nanos
 from gateway.attempts import note_timeouts, note_upstream_failure
 from gateway.auth import presented_key
-from gateway.background import Background
+from gateway.base.background import Background
+from gateway.base.errors import ClientClosedRequest, GatewayError, UpstreamError
+from gateway.base.record import NO_ACTION, Observer, RequestRecord, notify, notify_soon
+from gateway.base.types import Tenant
 from gateway.body import headers_of
 from gateway.config import prompt_cache_of
 from gateway.conversations.facts import cache_facts
@@ -33,7 +36,6 @@ from gateway.conversations.pricing import counterfactual_of, look_up, rewritten_
 from gateway.conversations.requests import conversation_trace, look_up_before, remember_request, tracked
 from gateway.conversations.store import ConversationStore
 from gateway.count_limit import CountLimiter
-from gateway.errors import ClientClosedRequest, GatewayError, UpstreamError
 from gateway.experiments.live import Experiments
 from gateway.experiments.notes import NEW_CONVERSATION
 from gateway.experiments.trouble import ErrorCount
@@ -42,7 +44,6 @@ from gateway.metering import LedgerRecorder
 from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat
 from gateway.precompress import precompress_after
 from gateway.provider_count import Confirm
-from gateway.record import NO_ACTION, Observer, RequestRecord, notify, notify_soon
 from gateway.reload import ConfigStore
 from gateway.request_ids import client_request_id, new_request_id
 from gateway.runtime import Runtime
@@ -50,7 +51,6 @@ from gateway.sampling.decide import is_probe
 from gateway.servertools.requested import NO_TOOLS, RequestedTools
 from gateway.tokens.counter import TokenCount
 from gateway.transforms import CompressorTransforms
-from gateway.types import Tenant
 from gateway.upstream import Exchange, UpstreamPool
 from policies import Action, Decision
 from policies.facts import CacheFacts

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import anyio.to_thread
 import orjson
 
-from gateway.errors import ContextLengthExceeded, GatewayError, PermissionDenied, ServiceUnavailable
+from gateway.base.errors import ContextLengthExceeded, GatewayError, PermissionDenied, ServiceUnavailable
 from gateway.runtime import Route, Runtime
 from gateway.tokens.counter import TokenCount, TokenCounter
 from policies import Action, Decision, Facts, ModelBands, PolicyEngine, Rejection

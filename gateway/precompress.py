@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gateway.background import Background
+from gateway.base.background import Background
+from gateway.base.record import Observer, RequestRecord, notify
 from gateway.conversations.notes import LOOKED
 from gateway.conversations.store import ConversationStore
 from gateway.metering import side_calls_nanos
 from gateway.planning import Plan
-from gateway.record import Observer, RequestRecord, notify
 from gateway.runtime import Runtime
 from gateway.transforms import CompressorTransforms
 

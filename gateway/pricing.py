@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
 
+from gateway.base.money import nanos_from_usd
+from gateway.base.types import Usage
 from gateway.config import ModelPricing, PriceTier
-from gateway.money import nanos_from_usd
-from gateway.types import Usage
 from gateway.usage import usage_from_openai
 
 __all__ = [

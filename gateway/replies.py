@@ -15,11 +15,11 @@ import anyio
 import httpx
 from starlette.responses import Response, StreamingResponse
 
+from gateway.base.record import RequestRecord
+from gateway.base.types import Usage
 from gateway.body import json_object
-from gateway.record import RequestRecord
 from gateway.sampling.logprobs import LogprobTally, completion_logprobs
 from gateway.streaming import ChatStreamReader
-from gateway.types import Usage
 from gateway.upstream import Exchange
 from gateway.usage import usage_from_openai
 from gateway.usage_report import rewrite_answer

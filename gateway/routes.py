@@ -13,10 +13,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway import chat, forwarded
-from gateway.echo import echoed
-from gateway.errors import AuthenticationFailed, GatewayError, NotFound, PermissionDenied, RouteNotFound
+from gateway.base.echo import echoed
+from gateway.base.errors import AuthenticationFailed, GatewayError, NotFound, PermissionDenied, RouteNotFound
+from gateway.base.types import Tenant
 from gateway.request_ids import client_request_id, new_request_id
-from gateway.types import Tenant
 
 if TYPE_CHECKING:
     from gateway.state import GatewayState

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.auth import KeyRing
+from gateway.base.echo import echoed
+from gateway.base.errors import InvalidRequest, ModelNotFound
 from gateway.config import GatewayConfig, ModelConfig, ProviderConfig
-from gateway.echo import echoed
-from gateway.errors import InvalidRequest, ModelNotFound
 from gateway.experiments.matching import EMPTY, ExperimentIndex, index_of
 from gateway.passthrough import PassthroughRules
 from gateway.tokens.counter import TokenCounter

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.echo import echoed
-from gateway.errors import PermissionDenied
+from gateway.base.echo import echoed
+from gateway.base.errors import PermissionDenied
 from gateway.runtime import Runtime
 
 SHOWN_ID_CHARS = 64

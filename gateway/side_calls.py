@@ -10,10 +10,10 @@ from typing import Any
 
 import orjson
 
-from gateway.errors import GatewayError
-from gateway.record import RequestRecord, SideCall
+from gateway.base.errors import GatewayError
+from gateway.base.record import RequestRecord, SideCall
+from gateway.base.types import Usage
 from gateway.runtime import Route
-from gateway.types import Usage
 from gateway.upstream import UpstreamPool, send
 
 UsageOf = Callable[[Any], Usage | None]

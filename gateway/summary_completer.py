@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compressors.protocols import Message
+from gateway.base.record import RequestRecord
 from gateway.messages.usage import usage_from_anthropic
-from gateway.record import RequestRecord
 from gateway.runtime import Route, Runtime
 from gateway.side_calls import side_call
 from gateway.upstream import UpstreamPool

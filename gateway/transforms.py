@@ -11,9 +11,9 @@ import redis.asyncio as aioredis
 from compressors.lru import Lru
 from compressors.protocols import Completer, Message
 from compressors.summary import CannotCompress, SummarizeOldTurns, SummaryFailed, SummarySettings
+from gateway.base.record import RequestRecord
 from gateway.cache import RedisCache
 from gateway.planning import TransformFailed
-from gateway.record import RequestRecord
 from gateway.runtime import Runtime
 from gateway.side_calls import side_call
 from gateway.summary_completer import MessagesCompleter, messages_only

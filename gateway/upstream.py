@@ -23,8 +23,8 @@ import orjson
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.wait import wait_base
 
+from gateway.base.errors import UpstreamExhausted, UpstreamInvalidAnswer, UpstreamRejected
 from gateway.config import ProviderConfig
-from gateway.errors import UpstreamExhausted, UpstreamInvalidAnswer, UpstreamRejected
 from gateway.runtime import Route
 from gateway.upstream_failures import AttemptFailure, describe, key_refused, summarise
 from gateway.upstream_headers import upstream_headers

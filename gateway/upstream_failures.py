@@ -15,7 +15,7 @@ import httpx
 import orjson
 import structlog
 
-from gateway.errors import ProviderKeyRefused, UpstreamRejected
+from gateway.base.errors import ProviderKeyRefused, UpstreamRejected
 
 log = structlog.get_logger("gateway.upstream")
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from gateway.base.errors import InvalidRequest
 from gateway.config import ProviderConfig
-from gateway.errors import InvalidRequest
 
 FORWARDED_HEADERS = ("accept", "openai-beta", "x-stainless-helper-method")
 """The client's headers that go to an OpenAI-style provider."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.types import Usage
+from gateway.base.types import Usage
 
 
 def usage_from_openai(usage: Mapping[str, Any] | None) -> Usage | None:

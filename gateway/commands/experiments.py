@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from gateway.base.money import nanos_from_usd
 from gateway.commands.store import (
     CommandError,
     gateway_config,
@@ -32,7 +33,6 @@ from gateway.experiments.html import render_html
 from gateway.experiments.reading import Listed, Setting, list_experiments, read_report
 from gateway.experiments.report import report_document
 from gateway.experiments.table import render_report
-from gateway.money import nanos_from_usd
 from gateway.settings import Settings
 
 

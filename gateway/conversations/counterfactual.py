@@ -1,13 +1,13 @@
 """Working out the cached tokens a request forwarded unchanged would plausibly have had
-(``gateway.counterfactual_cache``, whose ``Basis`` says how each is known) from its conversation's cache
+(``gateway.base.counterfactual_cache``, whose ``Basis`` says how each is known) from its conversation's cache
 state: the prefix it shares with the previous request, an opening seen before, or the tenant's share."""
 
 from __future__ import annotations
 
+from gateway.base.counterfactual_cache import Basis, CounterfactualCache
 from gateway.config import PromptCacheConfig
 from gateway.conversations.fingerprint import Chain
 from gateway.conversations.state import Seen
-from gateway.counterfactual_cache import Basis, CounterfactualCache
 
 
 def cacheable(tokens: int, cache: PromptCacheConfig) -> int:

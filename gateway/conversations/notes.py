@@ -3,9 +3,9 @@ conversation's state as read for it."""
 
 from __future__ import annotations
 
+from gateway.base.record import Note
 from gateway.conversations.store import Looked
 from gateway.conversations.trace import ConversationTrace
-from gateway.record import Note
 
 TRACE: Note[ConversationTrace] = Note("conversation")
 """The request's part of its conversation, when it is worth keeping."""

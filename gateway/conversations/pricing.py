@@ -7,11 +7,11 @@ from typing import Any
 
 import anyio.to_thread
 
+from gateway.base.counterfactual_cache import CounterfactualCache
 from gateway.conversations.counterfactual import from_conversation, from_opening, from_share
 from gateway.conversations.recorder import THREAD_FROM_TOKENS
 from gateway.conversations.store import ConversationStore, Looked
 from gateway.conversations.trace import ConversationTrace, Prompt, anchor_for, opening_for
-from gateway.counterfactual_cache import CounterfactualCache
 from gateway.planning import Front
 from gateway.tokens.counter import TokenCount
 

@@ -13,12 +13,12 @@ import time
 
 import anyio.to_thread
 
-from gateway.background import Background
+from gateway.base.background import Background
+from gateway.base.record import RequestRecord
 from gateway.conversations.notes import TRACE
 from gateway.conversations.state import ConversationState, carried, mean_growth
 from gateway.conversations.store import ConversationStore, ShareUpdate
 from gateway.conversations.trace import ConversationTrace
-from gateway.record import RequestRecord
 
 THREAD_FROM_TOKENS = 32_000
 """Prompts at least this large are fingerprinted off the event loop."""

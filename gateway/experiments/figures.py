@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from gateway.money import NANOS_PER_USD
+from gateway.base.money import NANOS_PER_USD
 
 CENT_NANOS = NANOS_PER_USD // 100
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.base.types import Tenant
 from gateway.experiments.matching import Watch
 from gateway.experiments.replay import Replay
 from gateway.planning import CHAT, Front
-from gateway.types import Tenant
 
 PATHS = {"chat": "/chat/completions", "responses": "/responses", "messages": "/messages"}
 

@@ -15,7 +15,8 @@ from typing import Any
 import redis.asyncio as aioredis
 import structlog
 
-from gateway.background import Background
+from gateway.base.background import Background
+from gateway.base.record import Observer, RequestRecord
 from gateway.experiments.candidate import ShadowServices
 from gateway.experiments.config import bill_tenant
 from gateway.experiments.job import PATHS, ShadowJob
@@ -38,7 +39,6 @@ from gateway.experiments.tally import Tally
 from gateway.experiments.trouble import REDIS_FAILURES, ErrorCount, RedisTrouble
 from gateway.ledger import BudgetConfig, Budgets
 from gateway.planning import Front
-from gateway.record import Observer, RequestRecord
 from gateway.reload import ConfigStore
 from gateway.runtime import Runtime
 from gateway.sampling.buckets import bucket_low

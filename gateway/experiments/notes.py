@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from gateway.base.record import Note
 from gateway.experiments.answer import Answer
 from gateway.experiments.job import ShadowJob
 from gateway.experiments.split import NewConversation
-from gateway.record import Note
 
 NEW_CONVERSATION: Note[NewConversation] = Note("new_conversation")
 """A split's new conversation and its arm, remembered once the request is admitted."""

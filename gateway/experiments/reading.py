@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 from redis.asyncio import Redis
 
+from gateway.base.money import nanos_from_usd, usd
 from gateway.config import GatewayConfig
 from gateway.experiments.config import ExperimentConfig, bill_tenant
 from gateway.experiments.report import ExperimentReport, build_report
@@ -23,7 +24,6 @@ from gateway.experiments.store import ExperimentKeys, has_data, read_pairs, read
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import Period, to_ms
 from gateway.ledger.reader import LedgerReader
-from gateway.money import nanos_from_usd, usd
 from gateway.sampling.config import DEFAULT_BUCKET_EDGES
 
 

@@ -14,10 +14,10 @@ from typing import Any, Protocol
 
 import httpx
 
+from gateway.base.types import Usage
 from gateway.experiments.answer import Answer
 from gateway.planning import Plan
 from gateway.runtime import Route
-from gateway.types import Usage
 
 
 @dataclass(frozen=True, slots=True)

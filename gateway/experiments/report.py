@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.base.money import nanos_from_usd, usd
 from gateway.experiments.comparison import AgreementStats, Comparison, SideStats, compare
 from gateway.experiments.config import ExperimentConfig
 from gateway.experiments.projection import Projection, ProjectionTotal, project, total
@@ -25,7 +26,6 @@ from gateway.experiments.shed import COUNTERS as SHED_COUNTERS
 from gateway.experiments.shed import shed_note
 from gateway.experiments.verdict import Verdict, overall, projection_line, verdict
 from gateway.ledger.period import MS_PER_DAY, iso_time
-from gateway.money import nanos_from_usd, usd
 from gateway.sampling.buckets import Bucket, bucket_index, buckets_for
 from gateway.sampling.percentiles import Spread
 

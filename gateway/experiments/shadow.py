@@ -24,7 +24,9 @@ from typing import Any
 import anyio
 import structlog
 
-from gateway.errors import BudgetExceeded, GatewayError
+from gateway.base.errors import BudgetExceeded, GatewayError
+from gateway.base.money import usd
+from gateway.base.record import Observer, RequestRecord, notify
 from gateway.experiments.agreement import Agreement, agreement, cosine, uses_tools
 from gateway.experiments.answer import Answer
 from gateway.experiments.candidate import CandidateCall, ShadowServices
@@ -38,9 +40,7 @@ from gateway.experiments.shed import shed_reason
 from gateway.experiments.sides import SHADOW, side_of
 from gateway.experiments.tally import Tally
 from gateway.ledger import Budgets
-from gateway.money import usd
 from gateway.planning import latest_instruction
-from gateway.record import Observer, RequestRecord, notify
 from gateway.reload import ConfigStore
 from gateway.runtime import Runtime
 from gateway.sampling.decide import is_sampled

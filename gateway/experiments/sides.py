@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from gateway.base.record import SHADOW_CALL, RequestRecord
 from gateway.experiments.job import Side
-from gateway.record import SHADOW_CALL, RequestRecord
 
 SHADOW = SHADOW_CALL
 """The endpoint of a shadow call's record and the kind and action of its cost event."""

@@ -8,6 +8,7 @@ Reading: ``LedgerReader`` (events in time order, summaries, a tenant's usage).
 
 from __future__ import annotations
 
+from gateway.base.money import nanos_from_usd, usd
 from gateway.ledger.budget import BudgetLookup, Budgets, Reservation
 from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys
@@ -15,7 +16,6 @@ from gateway.ledger.period import Period
 from gateway.ledger.reader import LedgerReader, TenantUsage
 from gateway.ledger.schema import BudgetConfig, LedgerConfig
 from gateway.ledger.writer import Ledger, LedgerStats
-from gateway.money import nanos_from_usd, usd
 
 __all__ = [
     "BudgetConfig",

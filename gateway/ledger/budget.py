@@ -25,13 +25,13 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import MaxConnectionsError, RedisError
 
-from gateway.errors import BudgetExceeded, ServiceUnavailable
+from gateway.base.errors import BudgetExceeded, ServiceUnavailable
+from gateway.base.money import usd
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import day_of, month_of
 from gateway.ledger.reply import integer, text
 from gateway.ledger.schema import BudgetConfig, BudgetPeriod, LedgerConfig
 from gateway.ledger.script import RELEASE, RESERVE, Script
-from gateway.money import usd
 
 MAX_CONCURRENT_CHECKS = 32
 """Budget checks in flight per process: a burst queues here instead of exhausting the connection pool

@@ -29,9 +29,9 @@ from decimal import Decimal
 
 import orjson
 
+from gateway.base.money import NANOS_PER_USD, usd
 from gateway.ledger.event import CostEvent
 from gateway.ledger.period import month_of
-from gateway.money import NANOS_PER_USD, usd
 from gateway.sampling.buckets import bucket_index, buckets_for
 from gateway.sampling.config import DEFAULT_BUCKET_EDGES
 

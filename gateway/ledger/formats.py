@@ -14,11 +14,11 @@ from typing import Literal
 
 import orjson
 
+from gateway.base.money import usd
 from gateway.ledger.event import CostEvent
 from gateway.ledger.focus import FOCUS_COLUMNS, focus_values
 from gateway.ledger.period import iso_time
 from gateway.ledger.summary import Counters, SummaryRow
-from gateway.money import usd
 
 SummaryFormat = Literal["csv", "json", "ndjson"]
 ExportFormat = Literal["csv", "json", "ndjson", "focus"]

@@ -17,7 +17,9 @@ import orjson
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
-from gateway.errors import InvalidRequest
+from gateway.base.errors import InvalidRequest
+from gateway.base.money import usd
+from gateway.base.types import Tenant
 from gateway.ledger.formats import (
     EXTENSIONS,
     FORMATS,
@@ -30,8 +32,6 @@ from gateway.ledger.formats import (
 from gateway.ledger.period import Period, iso_time
 from gateway.ledger.reader import LedgerReader, TenantUsage
 from gateway.ledger.summary import GROUPS, GroupBy, basis_of, summarize, total
-from gateway.money import usd
-from gateway.types import Tenant
 
 T = TypeVar("T")
 TenantOf = Callable[[Request], Tenant | Awaitable[Tenant]]

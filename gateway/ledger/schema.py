@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gateway.money import nanos_from_usd, usd
+from gateway.base.money import nanos_from_usd, usd
 
 
 class _Strict(BaseModel):

@@ -32,7 +32,7 @@ import structlog
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from gateway.background import wind_down
+from gateway.base.background import wind_down
 from gateway.ledger.apply import EventApplier, StoreUnavailable
 from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys

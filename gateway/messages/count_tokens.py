@@ -20,6 +20,7 @@ from starlette.responses import Response
 
 from gateway import body as bodies
 from gateway.admission import Hold
+from gateway.base.record import notify_soon
 from gateway.body import headers_of
 from gateway.count_calls import admitted_body, check_budget_left
 from gateway.messages import reply
@@ -27,7 +28,6 @@ from gateway.messages.confirm import offers_count, provider_count
 from gateway.messages.front import MESSAGES, check_messages
 from gateway.messages.pipeline import anthropic_routes
 from gateway.messages.references import messages_references
-from gateway.record import notify_soon
 from gateway.shared_objects import check_shared
 
 if TYPE_CHECKING:

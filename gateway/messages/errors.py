@@ -15,8 +15,8 @@ import structlog
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.echo import echoed
-from gateway.errors import GatewayError, UpstreamExhausted, UpstreamRejected
+from gateway.base.echo import echoed
+from gateway.base.errors import GatewayError, UpstreamExhausted, UpstreamRejected
 
 ERROR_TYPES = {
     400: "invalid_request_error",

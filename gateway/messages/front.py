@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.base.errors import InvalidRequest
 from gateway.body import JsonObject, require_model
-from gateway.errors import InvalidRequest
 from gateway.messages.breakpoints import ttls
 from gateway.messages.counting import count_prompt, messages_upper_bound
 from gateway.messages.view import BREAKPOINTS, from_view, to_view

@@ -28,8 +28,9 @@ from starlette.responses import Response
 
 from gateway import body as bodies
 from gateway.admission import Hold, admitted
+from gateway.base.errors import InvalidRequest
+from gateway.base.record import notify, notify_soon
 from gateway.body import headers_of
-from gateway.errors import InvalidRequest
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.messages import reply
 from gateway.messages.confirm import confirmer
@@ -39,7 +40,6 @@ from gateway.messages.replay import MESSAGES_REPLAY
 from gateway.messages.stream import answer_of
 from gateway.messages.thinking import for_another_model
 from gateway.planning import Plan, planned_body
-from gateway.record import notify, notify_soon
 from gateway.responses.calls import with_query
 from gateway.runtime import Route
 from gateway.servertools.allowance import check_allowed

@@ -20,14 +20,14 @@ import orjson
 from starlette.responses import Response, StreamingResponse
 
 from gateway import replies
+from gateway.base.record import RequestRecord
+from gateway.base.types import Usage
 from gateway.body import json_object
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.messages.stream import MessagesStreamReader, blocks_answer, finish_reason_of
 from gateway.messages.usage import usage_from_anthropic
-from gateway.record import RequestRecord
 from gateway.servertools.reported import most
 from gateway.sse import EventRewriter, json_of, with_data
-from gateway.types import Usage
 from gateway.upstream import Exchange
 
 APPROXIMATE = "x-gateway-prompt-tokens-approximate"

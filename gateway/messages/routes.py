@@ -14,8 +14,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway import routes
-from gateway.echo import echoed
-from gateway.errors import InvalidRequest, ModelNotFound
+from gateway.base.echo import echoed
+from gateway.base.errors import InvalidRequest, ModelNotFound
 from gateway.messages import count_tokens as counting_call
 from gateway.messages import pipeline
 from gateway.messages.errors import anthropic_errors

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.base.types import Usage
 from gateway.servertools.reported import anthropic_uses
-from gateway.types import Usage
 
 
 def usage_from_anthropic(usage: Mapping[str, Any]) -> Usage:

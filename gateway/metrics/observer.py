@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gateway.base.money import NANOS_PER_USD
+from gateway.base.record import RequestRecord
 from gateway.config import GatewayConfig, ModelConfig
 from gateway.count_limit import COUNT_ENDPOINTS
 from gateway.ledger import CostEvent
 from gateway.metrics.families import Families
-from gateway.money import NANOS_PER_USD
-from gateway.record import RequestRecord
 from gateway.servertools.kinds import parse_uses_text
 
 OTHER = "other"

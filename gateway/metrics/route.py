@@ -9,7 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.errors import AuthenticationFailed
+from gateway.base.errors import AuthenticationFailed
 from gateway.routes import state_of
 
 

@@ -20,11 +20,11 @@ from starlette.responses import Response
 from gateway import body as bodies
 from gateway import replies
 from gateway.admission import Hold
+from gateway.base.record import RequestRecord, notify, notify_soon
 from gateway.body import headers_of
 from gateway.count_calls import admitted_body, check_budget_left
 from gateway.metering import max_cost_nanos
 from gateway.planning import with_model
-from gateway.record import RequestRecord, notify, notify_soon
 from gateway.responses import reply as responses_reply
 from gateway.responses.counting import responses_upper_bound
 from gateway.responses.ownership import check_references, owned

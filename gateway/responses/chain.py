@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.errors import ContextLengthExceeded
+from gateway.base.errors import ContextLengthExceeded
 from gateway.planning import StoredHistory
 from gateway.responses.memory import Remembered
 from gateway.runtime import Route

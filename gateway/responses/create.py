@@ -11,10 +11,10 @@ from starlette.responses import Response
 
 from gateway import body as bodies
 from gateway.admission import Hold, admitted
+from gateway.base.record import notify, notify_soon
 from gateway.body import headers_of
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.planning import planned_body
-from gateway.record import notify, notify_soon
 from gateway.responses import reply as responses_reply
 from gateway.responses.chain import chain_notice, route_for_chain, stored_history, with_provider
 from gateway.responses.confirm import confirmer

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from gateway.base.errors import InvalidRequest
 from gateway.body import JsonObject, require_model
-from gateway.errors import InvalidRequest
 from gateway.responses.counting import count_responses, responses_upper_bound
 from gateway.responses.view import from_view, to_view
 from gateway.tokens.counter import TokenCount, TokenCounter

@@ -31,7 +31,7 @@ import redis.asyncio as aioredis
 import structlog
 from redis.exceptions import RedisClusterException, RedisError
 
-from gateway.record import RequestRecord
+from gateway.base.record import RequestRecord
 from gateway.redis import pipelined
 from gateway.redis.pipelined import describe
 from gateway.redis.replication import add_waits, nodes_to_confirm, refresh_topology, unconfirmed

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.errors import InvalidRequest, NotFound
+from gateway.base.errors import InvalidRequest, NotFound
 from gateway.responses.memory import Remembered, ResponseMemory
 from gateway.responses.references import responses_references
 from gateway.runtime import Runtime

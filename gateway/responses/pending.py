@@ -26,16 +26,16 @@ from typing import Any
 
 import structlog
 
+from gateway.base.counterfactual_cache import Basis, CounterfactualCache
+from gateway.base.errors import GatewayError, RouteNotFound, UpstreamError, UpstreamRejected
+from gateway.base.record import Observer, RequestRecord, notify
+from gateway.base.types import Tenant
 from gateway.body import json_object
-from gateway.counterfactual_cache import Basis, CounterfactualCache
-from gateway.errors import GatewayError, RouteNotFound, UpstreamError, UpstreamRejected
-from gateway.record import Observer, RequestRecord, notify
 from gateway.reload import ConfigStore
 from gateway.responses.memory import Remembered, ResponseMemory
 from gateway.responses.stream import finish_reason_of
 from gateway.responses.where import route_for_id
 from gateway.servertools.reported import response_uses
-from gateway.types import Tenant
 from gateway.upstream import UpstreamPool, send
 from gateway.usage import usage_from_openai
 

@@ -17,9 +17,9 @@ import httpx
 from starlette.responses import Response, StreamingResponse
 
 from gateway import replies
+from gateway.base.record import RequestRecord
 from gateway.body import json_object
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
-from gateway.record import RequestRecord
 from gateway.responses.memory import Remember
 from gateway.responses.stream import ResponsesStreamReader, answer_of, finish_reason_of
 from gateway.servertools.reported import response_uses

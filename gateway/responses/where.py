@@ -3,7 +3,7 @@ model and provider that made it, as the gateway remembered them."""
 
 from __future__ import annotations
 
-from gateway.errors import RouteNotFound
+from gateway.base.errors import RouteNotFound
 from gateway.responses.memory import Remembered
 from gateway.runtime import Route, Runtime
 

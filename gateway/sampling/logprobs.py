@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.record import RequestRecord
+from gateway.base.record import RequestRecord
 
 
 @dataclass(frozen=True, slots=True)

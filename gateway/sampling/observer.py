@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from gateway.record import RequestRecord
+from gateway.base.record import RequestRecord
 from gateway.sampling.config import SamplingConfig
 from gateway.sampling.decide import is_sampled
 from gateway.sampling.signals import Signal, signal_of
@@ -17,7 +17,8 @@ class SignalSink(Protocol):
 
 
 class Sampler:
-    """An ``Observer`` (``gateway.record``). ``config`` is read per request, so a reload applies at once."""
+    """An ``Observer`` (``gateway.base.record``). ``config`` is read per request, so a reload applies at
+    once."""
 
     def __init__(self, sink: SignalSink, *, config: Callable[[], SamplingConfig] = SamplingConfig) -> None:
         self._sink = sink

@@ -19,7 +19,7 @@ import orjson
 from fastapi import APIRouter, Depends, Request, Response
 from redis.asyncio import Redis
 
-from gateway.errors import InvalidRequest
+from gateway.base.errors import InvalidRequest
 from gateway.sampling.config import SamplingConfig
 from gateway.sampling.document import report_document
 from gateway.sampling.html import render_html

@@ -21,7 +21,7 @@ from dataclasses import MISSING, dataclass, fields
 
 import orjson
 
-from gateway.record import TIMEOUT, RequestRecord
+from gateway.base.record import TIMEOUT, RequestRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ import math
 import re
 from datetime import UTC, datetime
 
-from gateway.echo import echoed
+from gateway.base.echo import echoed
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}

@@ -20,7 +20,7 @@ import structlog
 from redis.asyncio import Redis
 from redis.exceptions import RedisClusterException, RedisError
 
-from gateway.background import wind_down
+from gateway.base.background import wind_down
 from gateway.redis import pipelined
 from gateway.redis.pipelined import describe
 from gateway.sampling.config import SamplingConfig

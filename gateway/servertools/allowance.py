@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from gateway.errors import InvalidRequest
+from gateway.base.errors import InvalidRequest
 from gateway.servertools.kinds import ServerToolKind
 from gateway.servertools.requested import RequestedTools
 

@@ -49,10 +49,10 @@ from compressors.summary.keys import prefix_hashes
 from compressors.summary.selection import select
 from compressors.summary.store import SummaryStore
 from gateway.app import create_app
+from gateway.base.record import RequestRecord
 from gateway.cache import RedisCache
 from gateway.config import ProviderConfig
 from gateway.planning import plan_chat
-from gateway.record import RequestRecord
 from gateway.redis.server import EmbeddedRedis, free_port
 from gateway.settings import Settings
 from gateway.tokens.adapter import ModelTokens

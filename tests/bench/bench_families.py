@@ -38,11 +38,11 @@ from typing import Any
 import httpx
 import orjson
 
+from gateway.base.types import Usage
 from gateway.config import ModelPricing
 from gateway.messages.usage import usage_from_anthropic
 from gateway.pricing import price
 from gateway.responses.counting import count_responses
-from gateway.types import Usage
 from gateway.usage import usage_from_openai
 from tests.bench.families import CLAUDE, FAMILIES, Family, Step
 from tests.bench.family_checks import present, strings_of, switches, text_of_body

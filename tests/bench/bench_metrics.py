@@ -37,14 +37,14 @@ def timed(call: Callable[[], object], calls: int) -> tuple[float, float]:
 def measure(calls: int, directory: Path) -> dict[str, tuple[float, float]]:
     import redis.asyncio as aioredis
 
+    from gateway.base.record import RequestRecord, SideCall
+    from gateway.base.types import Tenant, Usage
     from gateway.configfile import load_config
     from gateway.ledger import Ledger
     from gateway.logs import RequestLog, configure_logging
     from gateway.metering import LedgerRecorder
     from gateway.metrics import GatewayMetrics, RequestMetrics, StateReading
-    from gateway.record import RequestRecord, SideCall
     from gateway.settings import Settings
-    from gateway.types import Tenant, Usage
     from tests.factories import make_config, shared_counter, write_config
 
     config_dict = make_config()

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
+from gateway.base.record import RequestRecord
+from gateway.base.types import Tenant, Usage
 from gateway.commands.probes import tokenizer_for
-from gateway.record import RequestRecord
 from gateway.redis.server import EmbeddedRedis, free_port
 from gateway.sampling.config import SamplingConfig
 from gateway.sampling.haystack import build_prompt
@@ -30,7 +31,6 @@ from gateway.sampling.observer import Sampler
 from gateway.sampling.reader import SampleReader
 from gateway.sampling.report import build_report
 from gateway.sampling.store import SampleWriter
-from gateway.types import Tenant, Usage
 from tests.gateway.test_sampling_factories import planted_signals
 
 ROWS: list[tuple[str, str, str]] = []

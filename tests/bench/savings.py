@@ -22,10 +22,10 @@ from typing import Any
 import httpx
 import orjson
 
+from gateway.base.types import Usage
 from gateway.config import ModelPricing
 from gateway.pricing import price
 from gateway.redis.server import free_port
-from gateway.types import Usage
 from tests.bench.harness import PYTHON, process
 from tests.factories import make_config, shared_counter, write_config
 from tests.fixtures.haystack import ProseGenerator

@@ -23,10 +23,10 @@ from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from gateway.base.money import usd
 from gateway.ledger import CostEvent, LedgerKeys, LedgerReader, Period
 from gateway.ledger.apply import EventApplier
 from gateway.ledger.period import day_of
-from gateway.money import usd
 from gateway.redis.connect import RedisMode, RedisModeError, open_redis
 from gateway.redis.mode import ModeWatch
 from gateway.redis.server import EmbeddedRedis, free_cluster_port, free_port

@@ -30,10 +30,10 @@ import pytest
 import redis
 import yaml
 
+from gateway.base.money import usd
+from gateway.base.types import Usage
 from gateway.config import ModelPricing
-from gateway.money import usd
 from gateway.pricing import price
-from gateway.types import Usage
 from tests.e2e.processes import gateway_process
 from tests.fixtures.haystack import ProseGenerator
 

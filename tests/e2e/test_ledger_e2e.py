@@ -20,15 +20,15 @@ import pytest
 import redis.asyncio as aioredis
 from openai.types.chat import ChatCompletionMessageParam
 
+from gateway.base.money import NANOS_PER_USD
+from gateway.base.types import Usage
 from gateway.config import GatewayConfig, ModelPricing
 from gateway.ledger import CostEvent, LedgerReader, Period, usd
 from gateway.ledger.period import day_of
 from gateway.ledger.spool import REJECTED
 from gateway.metering import max_cost_nanos
-from gateway.money import NANOS_PER_USD
 from gateway.pricing import nanos_per_token, price, price_at_tier
 from gateway.redis.server import EmbeddedRedis, free_port
-from gateway.types import Usage
 from tests.e2e.ledger_helpers import (
     KEYS,
     Outcome,

@@ -20,9 +20,9 @@ import openai
 import orjson
 import pytest
 
+from gateway.base.types import Usage
 from gateway.config import ModelPricing
 from gateway.pricing import price
-from gateway.types import Usage
 from tests.e2e.processes import gateway_process
 from tests.factories import TENANT_KEY, make_config, write_config
 from tests.fixtures.conversations import ProseGenerator

@@ -25,12 +25,12 @@ from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
 from gateway.app import create_app
+from gateway.base.record import RequestRecord
 from gateway.cli import main
 from gateway.config import GatewayConfig, ProviderConfig
 from gateway.ledger import CostEvent
 from gateway.ledger.period import Period
 from gateway.planning import TransformFailed
-from gateway.record import RequestRecord
 from gateway.runtime import Runtime, build_runtime
 from gateway.settings import Settings
 from gateway.transforms import CompressorTransforms

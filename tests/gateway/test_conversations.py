@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from gateway.base.counterfactual_cache import Basis, CounterfactualCache
+from gateway.base.types import Usage
 from gateway.config import PromptCacheConfig
 from gateway.conversations.counterfactual import cacheable, from_conversation, from_share
 from gateway.conversations.facts import cache_facts
 from gateway.conversations.fingerprint import Chain, anchor_of, chain_of
 from gateway.conversations.state import ConversationState, Seen, carried, mean_growth
 from gateway.conversations.store import SHARE_MIN_INPUT, ConversationStore, Recalled, ShareUpdate
-from gateway.counterfactual_cache import Basis, CounterfactualCache
 from gateway.pricing import price
-from gateway.types import Usage
 from policies.facts import Strategy
 from tests.gateway.test_pricing import GPT_5_4
 

@@ -10,14 +10,14 @@ from typing import Any
 import orjson
 import pytest
 
+from gateway.base.money import usd
+from gateway.base.types import Usage
 from gateway.cli import main
 from gateway.commands import count
 from gateway.config import GatewayConfig
 from gateway.configfile import load_config
-from gateway.money import usd
 from gateway.pricing import price_at_tier
 from gateway.tokens.counter import TokenCounter
-from gateway.types import Usage
 from policies import parse_policies
 
 CONFIG = """\

@@ -13,9 +13,9 @@ import redis.asyncio as aioredis
 import respx
 from fastapi import FastAPI, Request
 
+from gateway.base.errors import AuthenticationFailed, GatewayError
 from gateway.config import GatewayConfig
 from gateway.configfile import load_config
-from gateway.errors import AuthenticationFailed, GatewayError
 from gateway.experiments import reading, routes, store
 from gateway.experiments.routes import admin_router
 from gateway.experiments.store import ExperimentKeys, add_pair, add_traffic

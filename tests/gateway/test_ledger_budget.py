@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.errors import BudgetExceeded, ServiceUnavailable
+from gateway.base.errors import BudgetExceeded, ServiceUnavailable
 from gateway.ledger.apply import EventApplier
 from gateway.ledger.budget import MAX_CONCURRENT_CHECKS, Budgets, Reservation
 from gateway.ledger.keys import LedgerKeys

@@ -9,9 +9,9 @@ from typing import Any
 import orjson
 import pytest
 
+from gateway.base.money import nanos_from_usd, usd
 from gateway.ledger.event import CostEvent
 from gateway.ledger.period import Period, day_of, iso_time, month_expiry, month_of, to_ms
-from gateway.money import nanos_from_usd, usd
 
 NOV_30_NOON = 1_796_040_000_000  # 2026-11-30T12:00:00Z
 

@@ -17,7 +17,7 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.background import wind_down
+from gateway.base.background import wind_down
 from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import day_of, month_of

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from gateway.base.counterfactual_cache import Basis, CounterfactualCache
 from gateway.config import PromptCacheConfig
 from gateway.conversations.counterfactual import cacheable, cached_prefix, from_conversation, held_tokens
 from gateway.conversations.facts import cache_facts
@@ -15,7 +16,6 @@ from gateway.conversations.fingerprint import Chain
 from gateway.conversations.state import ConversationState, Seen
 from gateway.conversations.store import Recalled
 from gateway.conversations.trace import Prompt, retention_of
-from gateway.counterfactual_cache import Basis, CounterfactualCache
 from gateway.messages.front import MESSAGES
 from gateway.planning import CHAT
 from tests.factories import shared_counter

@@ -6,8 +6,7 @@ import orjson
 import pytest
 from starlette.requests import Request
 
-from gateway.config import ProviderConfig
-from gateway.errors import (
+from gateway.base.errors import (
     AuthenticationFailed,
     BudgetExceeded,
     ContextLengthExceeded,
@@ -16,6 +15,7 @@ from gateway.errors import (
     UpstreamExhausted,
     UpstreamRejected,
 )
+from gateway.config import ProviderConfig
 from gateway.messages.errors import error_type, render
 from gateway.upstream_headers import upstream_headers
 

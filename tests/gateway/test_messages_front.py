@@ -12,13 +12,13 @@ import pytest
 import redis.asyncio as aioredis
 import respx
 
+from gateway.base.errors import InvalidRequest
+from gateway.base.record import RequestRecord
 from gateway.config import GatewayConfig
-from gateway.errors import InvalidRequest
 from gateway.messages.breakpoints import EPHEMERAL, count
 from gateway.messages.front import MESSAGES, check_messages
 from gateway.messages.groups import tool_pairs
 from gateway.planning import latest_instruction
-from gateway.record import RequestRecord
 from gateway.runtime import build_runtime
 from gateway.transforms import CompressorTransforms
 from gateway.upstream import UpstreamPool

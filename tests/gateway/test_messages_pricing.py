@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from gateway.base.money import usd
+from gateway.base.types import Usage
 from gateway.config import GatewayConfig, ModelPricing
 from gateway.messages.usage import usage_from_anthropic
 from gateway.metering import cost_of
-from gateway.money import usd
 from gateway.pricing import price
-from gateway.types import Usage
 from tests.factories import make_config
 
 MODEL = "claude-sonnet-4"

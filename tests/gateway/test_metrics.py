@@ -19,15 +19,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
 from gateway.app import create_app
+from gateway.base.counterfactual_cache import Basis, CounterfactualCache
+from gateway.base.record import RequestRecord, SideCall
+from gateway.base.types import Tenant, Usage
 from gateway.config import GatewayConfig
 from gateway.configfile import ConfigError, load_config
-from gateway.counterfactual_cache import Basis, CounterfactualCache
 from gateway.ledger import Ledger
 from gateway.metering import LedgerRecorder
 from gateway.metrics import GatewayMetrics, RequestMetrics, SpoolCollector, StateReading
-from gateway.record import RequestRecord, SideCall
 from gateway.settings import Settings
-from gateway.types import Tenant, Usage
 from tests.factories import (
     ADMIN_KEY,
     TENANT_KEY,

@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
+from gateway.base.errors import ContextLengthExceeded
 from gateway.config import GatewayConfig
-from gateway.errors import ContextLengthExceeded
 from gateway.planning import CHAT, Front, Plan, plan_chat
 from gateway.responses.front import RESPONSES
 from gateway.runtime import Runtime, build_runtime

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from gateway.base.money import usd
+from gateway.base.types import Usage
 from gateway.config import ModelPricing, PriceTier
-from gateway.money import usd
 from gateway.pricing import (
     Cost,
     applicable_tier,
@@ -17,7 +18,6 @@ from gateway.pricing import (
     price_at_tier,
     usage_from_openai,
 )
-from gateway.types import Usage
 
 GPT_5_4 = ModelPricing(
     input=Decimal("2.50"),

@@ -14,11 +14,11 @@ import pytest
 import redis.asyncio as aioredis
 import respx
 
+from gateway.base.record import RequestRecord
 from gateway.config import GatewayConfig
 from gateway.messages.breakpoints import EPHEMERAL, count
 from gateway.messages.front import MESSAGES
 from gateway.planning import CHAT, Front
-from gateway.record import RequestRecord
 from gateway.responses.front import RESPONSES
 from gateway.runtime import Runtime, build_runtime
 from gateway.transforms import CompressorTransforms

@@ -21,7 +21,8 @@ import redis.asyncio as aioredis
 import respx
 from starlette.testclient import TestClient
 
-from gateway.record import RequestRecord
+from gateway.base.record import RequestRecord
+from gateway.base.types import Tenant
 from gateway.responses.memory import (
     PENDING_KEY,
     Pending,
@@ -30,7 +31,6 @@ from gateway.responses.memory import (
     remembering,
     response_key,
 )
-from gateway.types import Tenant
 from tests.factories import ADMIN_KEY, TENANT_KEY, UPSTREAM, gateway_client, make_config
 from tests.mock.responses import response_events, responses_answer, sse
 

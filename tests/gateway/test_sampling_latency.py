@@ -9,11 +9,11 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.record import TIMEOUT, RequestRecord, SideCall
+from gateway.base.record import TIMEOUT, RequestRecord, SideCall
+from gateway.base.types import Tenant, Usage
 from gateway.sampling.config import SamplingConfig
 from gateway.sampling.report import build_report
 from gateway.sampling.signals import Signal, signal_of
-from gateway.types import Tenant, Usage
 from tests.gateway.test_sampling_factories import NOW, make_signal
 
 

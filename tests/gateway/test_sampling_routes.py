@@ -10,7 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 from fastapi import FastAPI, Request
 
-from gateway.errors import AuthenticationFailed, GatewayError
+from gateway.base.errors import AuthenticationFailed, GatewayError
 from gateway.routes import render_gateway_error
 from gateway.sampling import routes
 from gateway.sampling.config import SamplingConfig

@@ -6,12 +6,12 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.record import RequestRecord
+from gateway.base.record import RequestRecord
+from gateway.base.types import Tenant, Usage
 from gateway.sampling.config import SamplingConfig
 from gateway.sampling.logprobs import LogprobTally, completion_logprobs
 from gateway.sampling.observer import Sampler
 from gateway.sampling.signals import Signal, signal_of
-from gateway.types import Tenant, Usage
 from tests.gateway.test_sampling_factories import make_signal
 
 

@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
+from gateway.base.errors import InvalidRequest
+from gateway.base.money import usd
+from gateway.base.types import Usage
 from gateway.config import ModelConfig, ModelPricing, PriceTier, TenantConfig
 from gateway.configfile import ConfigError, parse_config
-from gateway.errors import InvalidRequest
 from gateway.ledger import CostEvent
 from gateway.metering import held_tool_nanos, max_cost_nanos
-from gateway.money import usd
 from gateway.pricing import price
 from gateway.servertools.allowance import check_allowed
 from gateway.servertools.kinds import parse_uses_text, tool_uses, uses_text
@@ -27,7 +28,6 @@ from gateway.servertools.requested import (
     messages_tools,
     responses_tools,
 )
-from gateway.types import Usage
 
 SONNET = ModelPricing(
     input=Decimal(3),

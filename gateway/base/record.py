@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import structlog
 
-from gateway.types import Tenant, Usage
+from gateway.base.types import Tenant, Usage
 
 if TYPE_CHECKING:
-    from gateway.counterfactual_cache import CounterfactualCache
+    from gateway.base.counterfactual_cache import CounterfactualCache
 
 log = structlog.get_logger("gateway.observers")
 
