@@ -8,10 +8,10 @@ from fastapi import APIRouter, Depends
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.auth import KEY_ID_LENGTH
 from gateway.base.errors import InvalidRequest
-from gateway.config import GatewayConfig
-from gateway.configfile import ConfigError
+from gateway.config.auth import KEY_ID_LENGTH
+from gateway.config.loading import ConfigError
+from gateway.config.schema.root import GatewayConfig
 from gateway.routes import json_response, require_admin, state_of
 
 REDACTED = "***"

@@ -20,14 +20,14 @@ from compressors.summary.settings import DEFAULT_CHUNK_TOKENS, DEFAULT_SUMMARY_M
 from gateway.base.money import nanos_from_usd
 from gateway.base.record import RequestRecord
 from gateway.base.types import Usage
-from gateway.config import GatewayConfig
+from gateway.config.passthrough import Grant
+from gateway.config.runtime import Route, Runtime
+from gateway.config.schema.root import GatewayConfig
+from gateway.config.schema.sampling import PROBE_TENANT
 from gateway.ledger import Budgets, Reservation
 from gateway.metering import max_cost_nanos
-from gateway.passthrough import Grant
 from gateway.planning import Plan
 from gateway.pricing import price
-from gateway.runtime import Route, Runtime
-from gateway.sampling.config import PROBE_TENANT
 from gateway.sampling.decide import trusted_probe
 from gateway.servertools.requested import NO_TOOLS, RequestedTools
 from policies import Decision

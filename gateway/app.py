@@ -16,6 +16,8 @@ from starlette.requests import Request
 from gateway import routes
 from gateway.admin import admin_config_router
 from gateway.base.errors import GatewayError
+from gateway.config.schema.sampling import SamplingConfig
+from gateway.config.settings import Settings
 from gateway.experiments import routes as experiments_routes
 from gateway.ledger import LedgerReader
 from gateway.ledger import routes as ledger_routes
@@ -26,8 +28,6 @@ from gateway.metrics.route import scrape as scrape_metrics
 from gateway.paths import PathGuard
 from gateway.responses import routes as responses_routes
 from gateway.sampling import routes as sampling_routes
-from gateway.sampling.config import SamplingConfig
-from gateway.settings import Settings
 from gateway.tokens.counter import TokenCounter
 from gateway.upstream import ClientFactory
 

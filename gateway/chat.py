@@ -17,12 +17,12 @@ from gateway import replies
 from gateway.admission import Hold, admitted
 from gateway.base.record import RequestRecord, notify
 from gateway.body import headers_of
+from gateway.config.runtime import Route
 from gateway.experiments.answer import answer_of, streamed_chat_answer
 from gateway.experiments.bounded import drain
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.experiments.replay import Reading
 from gateway.planning import CHAT, Plan, planned_body
-from gateway.runtime import Route
 from gateway.sampling.logprobs import LogprobTally
 from gateway.servertools.allowance import check_allowed
 from gateway.servertools.requested import chat_tools

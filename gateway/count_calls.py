@@ -14,8 +14,8 @@ from starlette.requests import Request
 from gateway import body as bodies
 from gateway.admission import Hold
 from gateway.base.record import RequestRecord
+from gateway.config.runtime import Runtime
 from gateway.count_limit import CountLimiter
-from gateway.runtime import Runtime
 
 
 async def admitted_body(

@@ -1,5 +1,5 @@
 """The calls the gateway forwards without policies: embeddings, and the other /v1/* paths the config's
-``passthrough`` list grants (``gateway.passthrough``). Both are held and metered like every call."""
+``passthrough`` list grants (``gateway.config.passthrough``). Both are held and metered like every call."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from gateway import body as bodies
 from gateway.admission import Hold, passthrough_ceiling_nanos
 from gateway.base.money import nanos_from_usd
 from gateway.body import headers_of
+from gateway.config.passthrough import passthrough_grant, passthrough_route
 from gateway.metering import max_cost_nanos
-from gateway.passthrough import passthrough_grant, passthrough_route
 from gateway.planning import with_model
 from gateway.responses.calls import with_query
 from gateway.upstream import send
@@ -54,7 +54,7 @@ async def embeddings(pipeline: Pipeline, request: Request) -> Response:
 
 async def passthrough(pipeline: Pipeline, request: Request, path: str) -> Response:
     """Other /v1/* routes: only those the config's ``passthrough`` list grants the tenant, held and
-    metered like any other call (``gateway.passthrough``)."""
+    metered like any other call (``gateway.config.passthrough``)."""
     record = pipeline.begin(request, "passthrough")
     hold = Hold(pipeline.budgets)
     async with pipeline.failing(record, hold):

@@ -17,7 +17,10 @@ import redis.asyncio as aioredis
 import structlog
 
 from gateway.base.background import Background
-from gateway.config import GatewayConfig
+from gateway.config.reload import ConfigStore
+from gateway.config.schema.root import GatewayConfig
+from gateway.config.schema.sampling import SamplingConfig
+from gateway.config.settings import Settings
 from gateway.conversations.recorder import ConversationRecorder
 from gateway.conversations.store import ConversationStore
 from gateway.ledger import BudgetConfig, Budgets, Ledger, LedgerReader
@@ -30,14 +33,11 @@ from gateway.redis.connect import RedisModeError, open_redis
 from gateway.redis.connect import redis_client as redis_client  # its home before gateway.redis.connect
 from gateway.redis.mode import ModeWatch
 from gateway.redis.server import EmbeddedRedis, embedded_redis_dir
-from gateway.reload import ConfigStore
 from gateway.responses.memory import ResponseMemory
 from gateway.responses.pending import Settler
 from gateway.responses.stored import StoredResponses
-from gateway.sampling.config import SamplingConfig
 from gateway.sampling.observer import Sampler
 from gateway.sampling.store import SampleWriter
-from gateway.settings import Settings
 from gateway.state import GatewayState
 from gateway.tokens.counter import TokenCounter
 from gateway.upstream import ClientFactory, UpstreamPool, default_client

@@ -21,7 +21,7 @@ from gateway.base.counterfactual_cache import Basis, CounterfactualCache
 from gateway.base.money import nanos_from_usd, usd
 from gateway.base.record import SHADOW_CALL, TIMEOUT, RequestRecord, SideCall
 from gateway.base.types import Usage
-from gateway.config import GatewayConfig, ModelConfig, ModelPricing, prompt_cache_of
+from gateway.config.schema.root import GatewayConfig, ModelConfig, ModelPricing, prompt_cache_of
 from gateway.ledger import CostEvent, Ledger
 from gateway.pricing import Cost, price
 from gateway.servertools import uses_text

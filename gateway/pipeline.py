@@ -23,13 +23,15 @@ from compressors.lru import Lru
 from gateway import replies
 from gateway.admission import Hold, ceiling_nanos
 from gateway.attempts import note_timeouts, note_upstream_failure
-from gateway.auth import presented_key
 from gateway.base.background import Background
 from gateway.base.errors import ClientClosedRequest, GatewayError, UpstreamError
 from gateway.base.record import NO_ACTION, Observer, RequestRecord, notify, notify_soon
 from gateway.base.types import Tenant
 from gateway.body import headers_of
-from gateway.config import prompt_cache_of
+from gateway.config.auth import presented_key
+from gateway.config.reload import ConfigStore
+from gateway.config.runtime import Runtime
+from gateway.config.schema.root import prompt_cache_of
 from gateway.conversations.facts import cache_facts
 from gateway.conversations.notes import LOOKED, TRACE
 from gateway.conversations.pricing import counterfactual_of, look_up, rewritten_before
@@ -44,9 +46,7 @@ from gateway.metering import LedgerRecorder
 from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat
 from gateway.precompress import precompress_after
 from gateway.provider_count import Confirm
-from gateway.reload import ConfigStore
 from gateway.request_ids import client_request_id, new_request_id
-from gateway.runtime import Runtime
 from gateway.sampling.decide import is_probe
 from gateway.servertools.requested import NO_TOOLS, RequestedTools
 from gateway.tokens.counter import TokenCount

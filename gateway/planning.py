@@ -23,7 +23,7 @@ import anyio.to_thread
 import orjson
 
 from gateway.base.errors import ContextLengthExceeded, GatewayError, PermissionDenied, ServiceUnavailable
-from gateway.runtime import Route, Runtime
+from gateway.config.runtime import Route, Runtime
 from gateway.tokens.counter import TokenCount, TokenCounter
 from policies import Action, Decision, Facts, ModelBands, PolicyEngine, Rejection
 from policies.facts import CacheFacts

@@ -11,11 +11,11 @@ from collections.abc import Callable
 
 from gateway.base.background import Background
 from gateway.base.record import Observer, RequestRecord, notify
+from gateway.config.runtime import Runtime
 from gateway.conversations.notes import LOOKED
 from gateway.conversations.store import ConversationStore
 from gateway.metering import side_calls_nanos
 from gateway.planning import Plan
-from gateway.runtime import Runtime
 from gateway.transforms import CompressorTransforms
 
 

@@ -11,7 +11,7 @@ import httpx
 import orjson
 import structlog
 
-from gateway.runtime import Route
+from gateway.config.runtime import Route
 from gateway.upstream import UpstreamPool
 from gateway.upstream_headers import upstream_headers
 

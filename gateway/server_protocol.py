@@ -34,7 +34,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from gateway.settings import Settings
+from gateway.config.settings import Settings
 
 LINGER_SECONDS = 2.0
 """How long a refused connection keeps reading (and dropping) what the client still sends."""

@@ -22,7 +22,7 @@ from typing import Any
 
 from gateway.base.echo import echoed
 from gateway.base.errors import PermissionDenied
-from gateway.runtime import Runtime
+from gateway.config.runtime import Runtime
 
 SHOWN_ID_CHARS = 64
 

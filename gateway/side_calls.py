@@ -13,7 +13,7 @@ import orjson
 from gateway.base.errors import GatewayError
 from gateway.base.record import RequestRecord, SideCall
 from gateway.base.types import Usage
-from gateway.runtime import Route
+from gateway.config.runtime import Route
 from gateway.upstream import UpstreamPool, send
 
 UsageOf = Callable[[Any], Usage | None]

@@ -6,15 +6,15 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
+from gateway.config.reload import ConfigStore
+from gateway.config.settings import Settings
 from gateway.ledger import Ledger, LedgerReader
 from gateway.metrics.exposition import GatewayMetrics
 from gateway.pipeline import Pipeline
 from gateway.readiness import Readiness
 from gateway.redis.mode import ModeWatch
-from gateway.reload import ConfigStore
 from gateway.responses.stored import StoredResponses
 from gateway.sampling.store import SampleWriter
-from gateway.settings import Settings
 from gateway.upstream import UpstreamPool
 
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from compressors.protocols import Message
 from gateway.base.record import RequestRecord
+from gateway.config.runtime import Route, Runtime
 from gateway.messages.usage import usage_from_anthropic
-from gateway.runtime import Route, Runtime
 from gateway.side_calls import side_call
 from gateway.upstream import UpstreamPool
 

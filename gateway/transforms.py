@@ -13,8 +13,8 @@ from compressors.protocols import Completer, Message
 from compressors.summary import CannotCompress, SummarizeOldTurns, SummaryFailed, SummarySettings
 from gateway.base.record import RequestRecord
 from gateway.cache import RedisCache
+from gateway.config.runtime import Runtime
 from gateway.planning import TransformFailed
-from gateway.runtime import Runtime
 from gateway.side_calls import side_call
 from gateway.summary_completer import MessagesCompleter, messages_only
 from gateway.tokens.adapter import ModelTokens

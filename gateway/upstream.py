@@ -24,8 +24,8 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from tenacity.wait import wait_base
 
 from gateway.base.errors import UpstreamExhausted, UpstreamInvalidAnswer, UpstreamRejected
-from gateway.config import ProviderConfig
-from gateway.runtime import Route
+from gateway.config.runtime import Route
+from gateway.config.schema.root import ProviderConfig
 from gateway.upstream_failures import AttemptFailure, describe, key_refused, summarise
 from gateway.upstream_headers import upstream_headers
 

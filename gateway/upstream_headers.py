@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gateway.base.errors import InvalidRequest
-from gateway.config import ProviderConfig
+from gateway.config.schema.root import ProviderConfig
 
 FORWARDED_HEADERS = ("accept", "openai-beta", "x-stainless-helper-method")
 """The client's headers that go to an OpenAI-style provider."""

@@ -14,9 +14,9 @@ import yaml
 from starlette.testclient import TestClient
 
 from gateway.app import create_app
-from gateway.config import ProviderConfig
-from gateway.settings import Settings
-from gateway.tokens.config import CountingConfig
+from gateway.config.schema.counting import CountingConfig
+from gateway.config.schema.root import ProviderConfig
+from gateway.config.settings import Settings
 from gateway.tokens.counter import TokenCounter
 
 TENANT_KEY = "sk-test-tenant-key"

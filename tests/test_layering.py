@@ -81,9 +81,9 @@ def test_layering_policies_import_only_stdlib_pydantic_and_yaml() -> None:
     [
         ("import redis.asyncio\n", "policies/a.py", "policies/a.py:1 imports redis.asyncio"),
         (
-            "import os\nfrom gateway.config import X\n",
+            "import os\nfrom gateway.config.schema.root import X\n",
             "policies/a.py",
-            "policies/a.py:2 imports gateway.config",
+            "policies/a.py:2 imports gateway.config.schema.root",
         ),
         ("from compressors import summary\n", "policies/sub/b.py", "policies/sub/b.py:1 imports compressors"),
         (

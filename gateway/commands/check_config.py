@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from gateway.configfile import ConfigError, load_config
-from gateway.runtime import build_engine
-from gateway.startup import RUN_SCRIPT_KEY, made_by_run_script, startup_notices
+from gateway.config.loading import ConfigError, load_config
+from gateway.config.runtime import build_engine
+from gateway.config.startup import RUN_SCRIPT_KEY, made_by_run_script, startup_notices
 from policies import describe
 
 

@@ -18,14 +18,14 @@ from typing import IO, Any
 import redis.asyncio as aioredis
 
 from gateway.commands.store import CommandError, gateway_config, open_store, redis_url, run_command
+from gateway.config.schema.ledger import LedgerConfig
+from gateway.config.settings import Settings
 from gateway.ledger.event import CostEvent
 from gateway.ledger.formats import FORMATS, ExportFormat, counters_row, encode_events, encode_summary
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import Period, iso_time
 from gateway.ledger.reader import LedgerReader
-from gateway.ledger.schema import LedgerConfig
 from gateway.ledger.summary import GROUPS, SummaryRow, basis_of, summarize, total
-from gateway.settings import Settings
 
 PROGRESS_EVERY = 1000
 

@@ -28,10 +28,10 @@ import orjson
 from gateway.base.money import usd
 from gateway.base.types import Usage
 from gateway.commands.store import CommandError, gateway_config
-from gateway.config import GatewayConfig, ModelConfig
+from gateway.config.runtime import build_engine
+from gateway.config.schema.root import GatewayConfig, ModelConfig
+from gateway.config.settings import Settings
 from gateway.pricing import Cost, applicable_tier, price_at_tier
-from gateway.runtime import build_engine
-from gateway.settings import Settings
 from gateway.tokens.counter import TokenCount, TokenCounter
 from gateway.tokens.vocab import VocabularyError
 

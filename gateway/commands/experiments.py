@@ -28,12 +28,12 @@ from gateway.commands.store import (
     since_of,
     store_options,
 )
+from gateway.config.settings import Settings
 from gateway.experiments.figures import dollars
 from gateway.experiments.html import render_html
 from gateway.experiments.reading import Listed, Setting, list_experiments, read_report
 from gateway.experiments.report import report_document
 from gateway.experiments.table import render_report
-from gateway.settings import Settings
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from gateway.config import KEY_HASH_PREFIX, hash_key
+from gateway.config.schema.root import KEY_HASH_PREFIX, hash_key
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:

@@ -30,9 +30,10 @@ from gateway.commands.store import (
     since_of,
     store_options,
 )
+from gateway.config.schema.sampling import SamplingConfig
+from gateway.config.settings import Settings
 from gateway.sampling.boundary import length_boundary
 from gateway.sampling.buckets import parse_tokens, tokens_label
-from gateway.sampling.config import SamplingConfig
 from gateway.sampling.document import probe_boundary_document, recall_document, report_document
 from gateway.sampling.haystack import ApproximateTokens, EncodingTokens, Tokenizer
 from gateway.sampling.html import render_html
@@ -44,7 +45,6 @@ from gateway.sampling.recall import recall_grid
 from gateway.sampling.routes import read_report
 from gateway.sampling.table import render_recall, render_report
 from gateway.sampling.verdict import RecallVerdict, recall_verdict
-from gateway.settings import Settings
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:

@@ -35,16 +35,16 @@ import structlog
 import uvicorn
 from pydantic import ValidationError
 
-from gateway.config import GatewayConfig
-from gateway.configfile import ConfigError, load_config
+from gateway.config.loading import ConfigError, load_config
+from gateway.config.schema.root import GatewayConfig
+from gateway.config.settings import Settings
+from gateway.config.startup import admin_notice, startup_notices
 from gateway.logs import configure_logging
 from gateway.mockupstream.server import MockUpstream, tenant_key, try_lines
 from gateway.redis.connect import RedisModeError, redis_mode, where
 from gateway.redis.server import EmbeddedRedis, EmbeddedRedisError, embedded_redis_dir
 from gateway.redis.version import RedisVersionError, check_configured
 from gateway.server_protocol import GuardedHttpToolsProtocol
-from gateway.settings import Settings
-from gateway.startup import admin_notice, startup_notices
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 WORKER_HEALTHCHECK_SECONDS = 30

@@ -18,12 +18,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from gateway.config import GatewayConfig
-from gateway.configfile import ConfigError, load_config
+from gateway.config.loading import ConfigError, load_config
+from gateway.config.schema.root import GatewayConfig
+from gateway.config.settings import Settings
 from gateway.redis.connect import RedisModeError, open_redis
 from gateway.redis.server import embedded_redis_socket
 from gateway.sampling.since import parse_since
-from gateway.settings import Settings
 
 POINT_AT_REDIS = (
     "Is the gateway running? Point this command at its Redis with --redis-url URL or GATEWAY_REDIS_URL, "

@@ -5,7 +5,7 @@ state: the prefix it shares with the previous request, an opening seen before, o
 from __future__ import annotations
 
 from gateway.base.counterfactual_cache import Basis, CounterfactualCache
-from gateway.config import PromptCacheConfig
+from gateway.config.schema.root import PromptCacheConfig
 from gateway.conversations.fingerprint import Chain
 from gateway.conversations.state import Seen
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.config import PromptCacheConfig
+from gateway.config.schema.root import PromptCacheConfig
 from gateway.conversations.counterfactual import cached_prefix, held_tokens
 from gateway.conversations.fingerprint import Chain
 from gateway.conversations.store import Recalled

@@ -7,14 +7,14 @@ from typing import Any
 import structlog
 
 from gateway.base.record import RequestRecord
-from gateway.config import prompt_cache_of
+from gateway.config.runtime import Runtime
+from gateway.config.schema.root import prompt_cache_of
 from gateway.conversations.notes import LOOKED
 from gateway.conversations.pricing import look_up
 from gateway.conversations.recorder import remember_state
 from gateway.conversations.store import ConversationStore
 from gateway.conversations.trace import ConversationTrace, trace_of
 from gateway.planning import Front, Plan
-from gateway.runtime import Runtime
 
 log = structlog.get_logger("gateway.conversations")
 

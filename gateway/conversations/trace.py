@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.config import GatewayConfig, PromptCacheConfig, prompt_cache_of
+from gateway.config.schema.root import GatewayConfig, PromptCacheConfig, prompt_cache_of
 from gateway.conversations.fingerprint import Chain, Opening, anchor_of, chain_of, opening_of
 from gateway.conversations.state import ConversationState, Seen
 from gateway.planning import Front, Plan, countable

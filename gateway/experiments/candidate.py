@@ -15,15 +15,15 @@ from gateway.base.errors import BudgetExceeded, GatewayError
 from gateway.base.money import usd
 from gateway.base.record import Observer, RequestRecord, notify
 from gateway.base.types import Usage
+from gateway.config.runtime import Route, Runtime
+from gateway.config.schema.experiments import ExperimentConfig, bill_tenant
 from gateway.experiments.answer import Answer
 from gateway.experiments.bounded import Oversized, read_json
-from gateway.experiments.config import ExperimentConfig, bill_tenant
 from gateway.experiments.holds import comparison_ceiling_nanos, output_caps
 from gateway.experiments.job import ShadowJob, Side
 from gateway.experiments.sides import SHADOW, side_of
 from gateway.ledger import Budgets, Reservation
 from gateway.planning import Plan, Transforms, plan_chat
-from gateway.runtime import Route, Runtime
 from gateway.upstream import Exchange, UpstreamPool, send
 from policies import Decision
 

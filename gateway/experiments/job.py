@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.base.types import Tenant
-from gateway.experiments.matching import Watch
+from gateway.config.experiments import Watch
 from gateway.experiments.replay import Replay
 from gateway.planning import CHAT, Front
 

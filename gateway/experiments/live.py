@@ -17,10 +17,12 @@ import structlog
 
 from gateway.base.background import Background
 from gateway.base.record import Observer, RequestRecord
+from gateway.config.experiments import Watch, matches, sampled
+from gateway.config.reload import ConfigStore
+from gateway.config.runtime import Runtime
+from gateway.config.schema.experiments import bill_tenant
 from gateway.experiments.candidate import ShadowServices
-from gateway.experiments.config import bill_tenant
 from gateway.experiments.job import PATHS, ShadowJob
-from gateway.experiments.matching import Watch, matches, sampled
 from gateway.experiments.notes import NEW_CONVERSATION, SHADOW_JOBS
 from gateway.experiments.replay import Replay
 from gateway.experiments.shadow import ShadowRunner
@@ -39,8 +41,6 @@ from gateway.experiments.tally import Tally
 from gateway.experiments.trouble import REDIS_FAILURES, ErrorCount, RedisTrouble
 from gateway.ledger import BudgetConfig, Budgets
 from gateway.planning import Front
-from gateway.reload import ConfigStore
-from gateway.runtime import Runtime
 from gateway.sampling.buckets import bucket_low
 from gateway.upstream import UpstreamPool
 

@@ -1,5 +1,5 @@
 """Reading an experiment's report from Redis: its pairs and traffic counters, and the day's shadow spend
-from the ledger (the tenant ``experiment:<name>``, ``gateway.experiments.config.bill_tenant``).
+from the ledger (the tenant ``experiment:<name>``, ``gateway.config.schema.experiments.bill_tenant``).
 
 Shared by ``GET /admin/experiments/{name}/report`` and ``gateway experiments report``. Up to 200,000
 pairs: they are decoded page by page and the report is built in worker threads, never on the event loop
@@ -17,14 +17,14 @@ import anyio
 from redis.asyncio import Redis
 
 from gateway.base.money import nanos_from_usd, usd
-from gateway.config import GatewayConfig
-from gateway.experiments.config import ExperimentConfig, bill_tenant
+from gateway.config.schema.experiments import ExperimentConfig, bill_tenant
+from gateway.config.schema.root import GatewayConfig
+from gateway.config.schema.sampling import DEFAULT_BUCKET_EDGES
 from gateway.experiments.report import ExperimentReport, build_report
 from gateway.experiments.store import ExperimentKeys, has_data, read_pairs, read_traffic_days
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import Period, to_ms
 from gateway.ledger.reader import LedgerReader
-from gateway.sampling.config import DEFAULT_BUCKET_EDGES
 
 
 @dataclass(frozen=True, slots=True)

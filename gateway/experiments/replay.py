@@ -15,9 +15,9 @@ from typing import Any, Protocol
 import httpx
 
 from gateway.base.types import Usage
+from gateway.config.runtime import Route
 from gateway.experiments.answer import Answer
 from gateway.planning import Plan
-from gateway.runtime import Route
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.base.money import nanos_from_usd, usd
+from gateway.config.schema.experiments import ExperimentConfig
 from gateway.experiments.comparison import AgreementStats, Comparison, SideStats, compare
-from gateway.experiments.config import ExperimentConfig
 from gateway.experiments.projection import Projection, ProjectionTotal, project, total
 from gateway.experiments.records import Mode, Pair, parse_pair
 from gateway.experiments.shed import COUNTERS as SHED_COUNTERS

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from redis.asyncio import Redis
 
 from gateway.base.errors import InvalidRequest, NotFound
-from gateway.config import GatewayConfig
+from gateway.config.schema.root import GatewayConfig
 from gateway.experiments.html import render_html
 from gateway.experiments.reading import Setting, list_experiments, read_report
 from gateway.experiments.report import ExperimentReport, report_document

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from gateway.config.schema.sampling import BoundaryConfig
 from gateway.experiments.comparison import AgreementStats, SideStats
 from gateway.experiments.figures import dollars, milliseconds, plain, share
 from gateway.experiments.records import Arm
 from gateway.experiments.report import BucketReport
-from gateway.sampling.config import BoundaryConfig
 from gateway.sampling.percentiles import Spread
 from gateway.sampling.shading import Kind, severity
 

@@ -27,10 +27,12 @@ import structlog
 from gateway.base.errors import BudgetExceeded, GatewayError
 from gateway.base.money import usd
 from gateway.base.record import Observer, RequestRecord, notify
+from gateway.config.reload import ConfigStore
+from gateway.config.runtime import Runtime
+from gateway.config.schema.experiments import ExperimentConfig
 from gateway.experiments.agreement import Agreement, agreement, cosine, uses_tools
 from gateway.experiments.answer import Answer
 from gateway.experiments.candidate import CandidateCall, ShadowServices
-from gateway.experiments.config import ExperimentConfig
 from gateway.experiments.holds import Rooms, least_hold_nanos
 from gateway.experiments.job import ShadowJob, Side
 from gateway.experiments.judge import JUDGE_MAX_TOKENS, judge_messages, parse_grade
@@ -41,8 +43,6 @@ from gateway.experiments.sides import SHADOW, side_of
 from gateway.experiments.tally import Tally
 from gateway.ledger import Budgets
 from gateway.planning import latest_instruction
-from gateway.reload import ConfigStore
-from gateway.runtime import Runtime
 from gateway.sampling.decide import is_sampled
 from gateway.transforms import UpstreamEmbedder, cheap_completer
 from gateway.upstream import UpstreamPool

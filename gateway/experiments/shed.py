@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from gateway.configlimits import Limits
+from gateway.config.schema.limits import Limits
 
 Reason = Literal["slots", "cpu", "tasks"]
 REASONS: tuple[Reason, ...] = ("slots", "cpu", "tasks")

@@ -27,7 +27,7 @@ from typing import Any, Literal
 import orjson
 from redis.asyncio import Redis
 
-from gateway.experiments.matching import Watch
+from gateway.config.experiments import Watch
 from gateway.experiments.store import ExperimentKeys
 from gateway.ledger.script import Script
 from gateway.sampling.decide import sample_fraction

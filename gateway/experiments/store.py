@@ -1,6 +1,6 @@
 """The Redis keys of experiments and their reads and writes. Each experiment's keys carry the experiment as
 a hash tag, ``{experiment:<name>}``, the same tag as the ledger tenant its shadow spend is billed to
-(``gateway.experiments.config.bill_tenant``), so all of them share one Cluster slot.
+(``gateway.config.schema.experiments.bill_tenant``), so all of them share one Cluster slot.
 
 ====================================  ======  ===============================================================
 key                                   type    holds

@@ -9,12 +9,12 @@ Reading: ``LedgerReader`` (events in time order, summaries, a tenant's usage).
 from __future__ import annotations
 
 from gateway.base.money import nanos_from_usd, usd
+from gateway.config.schema.ledger import BudgetConfig, LedgerConfig
 from gateway.ledger.budget import BudgetLookup, Budgets, Reservation
 from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import Period
 from gateway.ledger.reader import LedgerReader, TenantUsage
-from gateway.ledger.schema import BudgetConfig, LedgerConfig
 from gateway.ledger.writer import Ledger, LedgerStats
 
 __all__ = [

@@ -27,10 +27,10 @@ from redis.exceptions import MaxConnectionsError, RedisError
 
 from gateway.base.errors import BudgetExceeded, ServiceUnavailable
 from gateway.base.money import usd
+from gateway.config.schema.ledger import BudgetConfig, BudgetPeriod, LedgerConfig
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import day_of, month_of
 from gateway.ledger.reply import integer, text
-from gateway.ledger.schema import BudgetConfig, BudgetPeriod, LedgerConfig
 from gateway.ledger.script import RELEASE, RESERVE, Script
 
 MAX_CONCURRENT_CHECKS = 32

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from gateway.config.schema.ledger import BudgetConfig
 from gateway.ledger.budget import BudgetLookup
 from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import Period, day_of, month_of
 from gateway.ledger.reply import integer, text
-from gateway.ledger.schema import BudgetConfig
 from gateway.ledger.summary import Counters, read_counters
 
 

@@ -33,10 +33,10 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from gateway.base.background import wind_down
+from gateway.config.schema.ledger import LedgerConfig
 from gateway.ledger.apply import EventApplier, StoreUnavailable
 from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys
-from gateway.ledger.schema import LedgerConfig
 from gateway.ledger.spool import Spool
 from gateway.redis.replication import refresh_topology
 

@@ -31,6 +31,7 @@ from gateway.admission import Hold, admitted
 from gateway.base.errors import InvalidRequest
 from gateway.base.record import notify, notify_soon
 from gateway.body import headers_of
+from gateway.config.runtime import Route
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.messages import reply
 from gateway.messages.confirm import confirmer
@@ -41,7 +42,6 @@ from gateway.messages.stream import answer_of
 from gateway.messages.thinking import for_another_model
 from gateway.planning import Plan, planned_body
 from gateway.responses.calls import with_query
-from gateway.runtime import Route
 from gateway.servertools.allowance import check_allowed
 from gateway.servertools.requested import messages_tools
 from gateway.shared_objects import check_shared

@@ -16,11 +16,11 @@ from starlette.responses import Response
 from gateway import routes
 from gateway.base.echo import echoed
 from gateway.base.errors import InvalidRequest, ModelNotFound
+from gateway.config.runtime import Route, Runtime
 from gateway.messages import count_tokens as counting_call
 from gateway.messages import pipeline
 from gateway.messages.errors import anthropic_errors
 from gateway.routes import json_response, state_of
-from gateway.runtime import Route, Runtime
 
 EPOCH = "1970-01-01T00:00:00Z"
 """``created_at`` of every listed model: the config does not say when a model was released."""

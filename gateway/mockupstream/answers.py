@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from functools import cache
 from typing import Any
 
-from gateway.tokens.config import CountingConfig
+from gateway.config.schema.counting import CountingConfig
 from gateway.tokens.counter import TokenCounter
 
 QUOTED_CHARS = 60

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import uvicorn
 
-from gateway.config import GatewayConfig, hash_key
+from gateway.config.schema.root import GatewayConfig, hash_key
 from gateway.mockupstream.app import create_mock_app
 
 TENANT_KEY_VARIABLE = "DEFAULT_TENANT_KEY"

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gateway.base.errors import ContextLengthExceeded
+from gateway.config.runtime import Route
 from gateway.planning import StoredHistory
 from gateway.responses.memory import Remembered
-from gateway.runtime import Route
 from policies.notices import header_value
 
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
+from gateway.config.runtime import Route
 from gateway.provider_count import Confirm
 from gateway.provider_count import provider_count as ask
-from gateway.runtime import Route
 from gateway.upstream import UpstreamPool
 
 COUNTED_FIELDS = (

@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.base.errors import InvalidRequest, NotFound
+from gateway.config.runtime import Runtime
 from gateway.responses.memory import Remembered, ResponseMemory
 from gateway.responses.references import responses_references
-from gateway.runtime import Runtime
 from gateway.shared_objects import check_shared
 
 _RESPONSE_ID = re.compile(r"[A-Za-z0-9_\-]{1,256}")

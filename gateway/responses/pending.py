@@ -31,7 +31,7 @@ from gateway.base.errors import GatewayError, RouteNotFound, UpstreamError, Upst
 from gateway.base.record import Observer, RequestRecord, notify
 from gateway.base.types import Tenant
 from gateway.body import json_object
-from gateway.reload import ConfigStore
+from gateway.config.reload import ConfigStore
 from gateway.responses.memory import Remembered, ResponseMemory
 from gateway.responses.stream import finish_reason_of
 from gateway.responses.where import route_for_id

@@ -8,11 +8,11 @@ from typing import Any
 
 import httpx
 
+from gateway.config.runtime import Route
 from gateway.experiments.bounded import drain
 from gateway.experiments.replay import Reading
 from gateway.planning import Plan, planned_body
 from gateway.responses.stream import ResponsesStreamReader, answer_of
-from gateway.runtime import Route
 from gateway.usage import usage_from_openai
 
 

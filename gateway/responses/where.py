@@ -4,8 +4,8 @@ model and provider that made it, as the gateway remembered them."""
 from __future__ import annotations
 
 from gateway.base.errors import RouteNotFound
+from gateway.config.runtime import Route, Runtime
 from gateway.responses.memory import Remembered
-from gateway.runtime import Route, Runtime
 
 
 def route_for_id(runtime: Runtime, remembered: Remembered | None) -> Route:

@@ -2,7 +2,6 @@
 
 Modules, one concept each:
 
-- ``config``      ``SamplingConfig``, the ``sampling:`` section of the gateway config
 - ``decide``      which requests are sampled (blake2b of the request id), ``is_probe``, ``trusted_probe``
 - ``signals``     ``Signal``: one sampled request's behaviour, built from a ``RequestRecord``; no text
 - ``logprobs``    mean and minimum token logprob of a completion or a stream
@@ -29,5 +28,6 @@ Modules, one concept each:
 - ``haystack``    filler text made locally, counted in tokens, with the needle at a depth
 - ``probe``       the active probe kit: send probes through the gateway, score, store
 
-The package root imports nothing, so ``gateway.config`` can import ``SamplingConfig`` cheaply.
+The package root imports nothing. The ``sampling:`` section of the config is
+``gateway.config.schema.sampling``.
 """

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from gateway.config.schema.sampling import BoundaryConfig
 from gateway.sampling.buckets import Bucket, tokens_label
-from gateway.sampling.config import BoundaryConfig
 from gateway.sampling.percentiles import Spread
 from gateway.sampling.recall import RecallGrid, Tally
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
-from gateway.sampling.config import SamplingConfig
+from gateway.config.schema.sampling import SamplingConfig
 
 PROBE_HEADER = "x-gateway-probe"
 _TWO_TO_64 = float(2**64)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
+from gateway.config.schema.sampling import BoundaryConfig
 from gateway.sampling.buckets import size_label, tokens_label
-from gateway.sampling.config import BoundaryConfig
 from gateway.sampling.document import iso
 from gateway.sampling.recall import RecallGrid
 from gateway.sampling.report import BehaviourReport, BucketStats

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from gateway.base.record import RequestRecord
-from gateway.sampling.config import SamplingConfig
+from gateway.config.schema.sampling import SamplingConfig
 from gateway.sampling.decide import is_sampled
 from gateway.sampling.signals import Signal, signal_of
 

@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from gateway.config.schema.sampling import BoundaryConfig, SamplingConfig
 from gateway.sampling.boundary import (
     Boundary,
     Degradation,
@@ -26,7 +27,6 @@ from gateway.sampling.boundary import (
     length_boundary,
 )
 from gateway.sampling.buckets import Bucket, bucket_index, buckets_for
-from gateway.sampling.config import BoundaryConfig, SamplingConfig
 from gateway.sampling.needle import ProbeResult
 from gateway.sampling.percentiles import Spread, percentile, spread
 from gateway.sampling.recall import RecallGrid, Tally, recall_grid

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from redis.asyncio import Redis
 
 from gateway.base.errors import InvalidRequest
-from gateway.sampling.config import SamplingConfig
+from gateway.config.schema.sampling import SamplingConfig
 from gateway.sampling.document import report_document
 from gateway.sampling.html import render_html
 from gateway.sampling.keys import SamplingKeys

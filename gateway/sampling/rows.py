@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway.sampling.config import BoundaryConfig
+from gateway.config.schema.sampling import BoundaryConfig
 from gateway.sampling.percentiles import Spread
 from gateway.sampling.report import BucketStats
 from gateway.sampling.shading import Kind

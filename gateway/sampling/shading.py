@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway.sampling.config import BoundaryConfig
+from gateway.config.schema.sampling import BoundaryConfig
 
 Kind = Literal["level", "rate"]
 

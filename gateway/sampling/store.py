@@ -21,9 +21,9 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisClusterException, RedisError
 
 from gateway.base.background import wind_down
+from gateway.config.schema.sampling import SamplingConfig
 from gateway.redis import pipelined
 from gateway.redis.pipelined import describe
-from gateway.sampling.config import SamplingConfig
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.signals import Signal
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gateway.config.schema.sampling import BoundaryConfig
 from gateway.sampling.buckets import tokens_label
-from gateway.sampling.config import BoundaryConfig
 from gateway.sampling.recall import RecallGrid
 from gateway.sampling.report import BehaviourReport, BucketStats
 

@@ -16,7 +16,7 @@ SHOWN_CHARS = 64
 
 
 class Allowance(Protocol):
-    """What the check reads of a tenant's config (``gateway.config.TenantConfig``)."""
+    """What the check reads of a tenant's config (``gateway.config.schema.root.TenantConfig``)."""
 
     @property
     def server_tools(self) -> bool | tuple[ServerToolKind, ...]: ...

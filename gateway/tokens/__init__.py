@@ -2,7 +2,6 @@
 
 Modules, one concept each:
 
-- ``config``     ``CountingConfig``, the ``counting:`` section of the gateway config
 - ``vocab``      tiktoken ``Encoding``s built from the vocabulary files of the ``bpe-openai`` wheel,
                  verified against the sha256 tiktoken itself expects
 - ``encodings``  model name -> encoding name (config first, then name prefixes, then the default)
@@ -16,5 +15,6 @@ Modules, one concept each:
 - ``counter``    ``TokenCounter`` and ``TokenCount``: the API the gateway calls
 - ``adapter``    ``ModelTokens``: one model's view of the counter, for the compressors' protocol
 
-The package root imports nothing, so ``gateway.config`` can import ``CountingConfig`` cheaply.
+The package root imports nothing. The ``counting:`` section of the config is
+``gateway.config.schema.counting``.
 """

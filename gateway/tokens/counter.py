@@ -16,10 +16,10 @@ from typing import Any
 import orjson
 import tiktoken
 
-from gateway.config import ModelConfig
+from gateway.config.schema.counting import CountingConfig
+from gateway.config.schema.root import ModelConfig
 from gateway.tokens import bound
 from gateway.tokens.cache import LRUCache
-from gateway.tokens.config import CountingConfig
 from gateway.tokens.encodings import EncodingChoice, choose_encoding
 from gateway.tokens.images import rule_for
 from gateway.tokens.messages import REPLY_PRIMER, MessageTokens, count_message

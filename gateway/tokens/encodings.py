@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from gateway.tokens.config import EncodingName
+from gateway.config.schema.counting import EncodingName
 
 PREFIX_ENCODINGS: tuple[tuple[str, EncodingName], ...] = (
     ("gpt-4o*", "o200k_base"),

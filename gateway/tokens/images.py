@@ -25,7 +25,7 @@ from decimal import Decimal
 from fnmatch import fnmatchcase
 from typing import Any
 
-from gateway.tokens.config import ImageRuleConfig
+from gateway.config.schema.counting import ImageRuleConfig
 from gateway.tokens.encodings import base_name
 from gateway.tokens.imagesize import data_url_size
 

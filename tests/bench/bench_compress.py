@@ -17,8 +17,8 @@ from compressors.protocols import Message
 from compressors.summary import SummarizeOldTurns, SummarySettings
 from compressors.summary.keys import prefix_hashes
 from compressors.summary.selection import select
+from gateway.config.schema.counting import CountingConfig
 from gateway.tokens.adapter import ModelTokens
-from gateway.tokens.config import CountingConfig
 from gateway.tokens.counter import TokenCounter
 from tests.compressors.test_summary_fakes import DictCache, ScriptedCompleter
 

@@ -51,10 +51,10 @@ from compressors.summary.store import SummaryStore
 from gateway.app import create_app
 from gateway.base.record import RequestRecord
 from gateway.cache import RedisCache
-from gateway.config import ProviderConfig
+from gateway.config.schema.root import ProviderConfig
+from gateway.config.settings import Settings
 from gateway.planning import plan_chat
 from gateway.redis.server import EmbeddedRedis, free_port
-from gateway.settings import Settings
 from gateway.tokens.adapter import ModelTokens
 from policies import Facts
 from tests.factories import (

@@ -39,7 +39,7 @@ import httpx
 import orjson
 
 from gateway.base.types import Usage
-from gateway.config import ModelPricing
+from gateway.config.schema.root import ModelPricing
 from gateway.messages.usage import usage_from_anthropic
 from gateway.pricing import price
 from gateway.responses.counting import count_responses

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
+from gateway.config.schema.ledger import LedgerConfig
 from gateway.ledger.event import CostEvent
-from gateway.ledger.schema import LedgerConfig
 from gateway.ledger.writer import Ledger
 from gateway.redis.server import EmbeddedRedis, free_port
 

@@ -21,8 +21,8 @@ import redis.asyncio as aioredis
 from gateway.base.record import RequestRecord
 from gateway.base.types import Tenant, Usage
 from gateway.commands.probes import tokenizer_for
+from gateway.config.schema.sampling import SamplingConfig
 from gateway.redis.server import EmbeddedRedis, free_port
-from gateway.sampling.config import SamplingConfig
 from gateway.sampling.haystack import build_prompt
 from gateway.sampling.html import render_html
 from gateway.sampling.keys import SamplingKeys

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import tiktoken
 
-from gateway.tokens.config import CountingConfig
+from gateway.config.schema.counting import CountingConfig
 from gateway.tokens.counter import TokenCounter
 from gateway.tokens.vocab import load_vocabulary
 

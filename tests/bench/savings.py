@@ -23,7 +23,7 @@ import httpx
 import orjson
 
 from gateway.base.types import Usage
-from gateway.config import ModelPricing
+from gateway.config.schema.root import ModelPricing
 from gateway.pricing import price
 from gateway.redis.server import free_port
 from tests.bench.harness import PYTHON, process

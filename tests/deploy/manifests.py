@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from pydantic import AliasChoices
 
-from gateway.settings import Settings
+from gateway.config.settings import Settings
 from tests.deploy.dockerfile import Dockerfile, parse_dockerfile
 
 ROOT = Path(__file__).resolve().parents[2]

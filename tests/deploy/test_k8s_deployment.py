@@ -7,7 +7,7 @@ import posixpath
 import pytest
 
 from gateway.cli import build_parser
-from gateway.settings import Settings
+from gateway.config.settings import Settings
 from tests.deploy.dockerfile import Dockerfile
 from tests.deploy.manifests import (
     K8S,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.configfile import ConfigError
-from gateway.reload import ConfigStore
+from gateway.config.loading import ConfigError
+from gateway.config.reload import ConfigStore
 from tests.deploy.manifests import Resource, config_with_model
 from tests.deploy.volume import ConfigMapVolume
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gateway.configfile import parse_config
+from gateway.config.loading import parse_config
 from tests.deploy.manifests import (
     EXAMPLE_CONFIG,
     Resource,

@@ -13,9 +13,9 @@ import pytest
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError
 
+from gateway.config.schema.ledger import LedgerConfig
 from gateway.ledger import LedgerReader, Period
 from gateway.ledger.event import CostEvent
-from gateway.ledger.schema import LedgerConfig
 from gateway.ledger.writer import Ledger
 from gateway.lifespan import redis_client
 from gateway.responses.memory import Remembered, ResponseMemory, response_key

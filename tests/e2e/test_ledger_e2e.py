@@ -22,7 +22,7 @@ from openai.types.chat import ChatCompletionMessageParam
 
 from gateway.base.money import NANOS_PER_USD
 from gateway.base.types import Usage
-from gateway.config import GatewayConfig, ModelPricing
+from gateway.config.schema.root import GatewayConfig, ModelPricing
 from gateway.ledger import CostEvent, LedgerReader, Period, usd
 from gateway.ledger.period import day_of
 from gateway.ledger.spool import REJECTED

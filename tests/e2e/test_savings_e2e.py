@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from gateway.base.types import Usage
-from gateway.config import ModelPricing
+from gateway.config.schema.root import ModelPricing
 from gateway.pricing import price
 from tests.e2e.processes import gateway_process
 from tests.factories import TENANT_KEY, make_config, write_config

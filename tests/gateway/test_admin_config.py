@@ -12,8 +12,8 @@ import pytest
 import respx
 
 from gateway.app import create_app
-from gateway.config import ProviderConfig
-from gateway.settings import Settings
+from gateway.config.schema.root import ProviderConfig
+from gateway.config.settings import Settings
 from tests.factories import (
     ADMIN_KEY,
     TENANT_KEY,

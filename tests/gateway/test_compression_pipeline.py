@@ -27,12 +27,12 @@ from starlette.types import Receive, Scope, Send
 from gateway.app import create_app
 from gateway.base.record import RequestRecord
 from gateway.cli import main
-from gateway.config import GatewayConfig, ProviderConfig
+from gateway.config.runtime import Runtime, build_runtime
+from gateway.config.schema.root import GatewayConfig, ProviderConfig
+from gateway.config.settings import Settings
 from gateway.ledger import CostEvent
 from gateway.ledger.period import Period
 from gateway.planning import TransformFailed
-from gateway.runtime import Runtime, build_runtime
-from gateway.settings import Settings
 from gateway.transforms import CompressorTransforms
 from gateway.upstream import UpstreamPool
 from policies import Action, Facts

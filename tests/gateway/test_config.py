@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from gateway.cli import main
-from gateway.configfile import ConfigError, interpolate, load_config, parse_config
-from gateway.reload import ConfigStore
+from gateway.config.loading import ConfigError, interpolate, load_config, parse_config
+from gateway.config.reload import ConfigStore
 from tests.factories import make_config, shared_counter, write_config
 
 VALID = """\
@@ -261,7 +261,7 @@ def test_store_counts_a_runtime_that_cannot_be_built_as_rejected(
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("vocabulary gone")
 
-    monkeypatch.setattr("gateway.reload.build_runtime", broken)
+    monkeypatch.setattr("gateway.config.reload.build_runtime", broken)
     with pytest.raises(ConfigError, match="RuntimeError: vocabulary gone"):
         store.reload()
     assert store.current is first

@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 
 from gateway.base.counterfactual_cache import Basis, CounterfactualCache
 from gateway.base.types import Usage
-from gateway.config import PromptCacheConfig
+from gateway.config.schema.root import PromptCacheConfig
 from gateway.conversations.counterfactual import cacheable, from_conversation, from_share
 from gateway.conversations.facts import cache_facts
 from gateway.conversations.fingerprint import Chain, anchor_of, chain_of

@@ -14,8 +14,8 @@ from gateway.base.money import usd
 from gateway.base.types import Usage
 from gateway.cli import main
 from gateway.commands import count
-from gateway.config import GatewayConfig
-from gateway.configfile import load_config
+from gateway.config.loading import load_config
+from gateway.config.schema.root import GatewayConfig
 from gateway.pricing import price_at_tier
 from gateway.tokens.counter import TokenCounter
 from policies import parse_policies

@@ -10,7 +10,7 @@ import respx
 from starlette.testclient import TestClient
 
 from gateway.app import create_app
-from gateway.settings import Settings
+from gateway.config.settings import Settings
 from tests.factories import TENANT_KEY, gateway_client, make_config, shared_counter, write_config
 
 

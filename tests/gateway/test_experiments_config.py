@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from gateway.configfile import ConfigError, load_config
+from gateway.config.experiments import index_of, matches, sampled
+from gateway.config.loading import ConfigError, load_config
 from gateway.experiments.agreement import agreement, token_overlap
 from gateway.experiments.answer import Answer, ToolCall, answer_of
 from gateway.experiments.judge import parse_grade
-from gateway.experiments.matching import index_of, matches, sampled
 from gateway.responses.stream import answer_of as responses_answer_of
 from tests.factories import make_config, write_config
 

@@ -7,11 +7,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-from gateway.experiments.config import ExperimentConfig
+from gateway.config.schema.experiments import ExperimentConfig
+from gateway.config.schema.sampling import DEFAULT_BUCKET_EDGES
 from gateway.experiments.html import render_html
 from gateway.experiments.report import ExperimentReport, build_report
 from gateway.experiments.rows import rows_for
-from gateway.sampling.config import DEFAULT_BUCKET_EDGES
 from tests.gateway.experiment_factories import DAY_MS, NOW_MS, make_pair, make_side, planted_pairs
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -6,12 +6,12 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.experiments.config import ExperimentConfig
+from gateway.config.schema.experiments import ExperimentConfig
+from gateway.config.schema.sampling import DEFAULT_BUCKET_EDGES
 from gateway.experiments.figures import change, dollars, times
 from gateway.experiments.records import parse_pair
 from gateway.experiments.report import BucketReport, ExperimentReport, build_report, report_document
 from gateway.experiments.table import render_report
-from gateway.sampling.config import DEFAULT_BUCKET_EDGES
 from tests.gateway.experiment_factories import (
     DAY_MS,
     NOW_MS,

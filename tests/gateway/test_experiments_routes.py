@@ -14,8 +14,8 @@ import respx
 from fastapi import FastAPI, Request
 
 from gateway.base.errors import AuthenticationFailed, GatewayError
-from gateway.config import GatewayConfig
-from gateway.configfile import load_config
+from gateway.config.loading import load_config
+from gateway.config.schema.root import GatewayConfig
 from gateway.experiments import reading, routes, store
 from gateway.experiments.routes import admin_router
 from gateway.experiments.store import ExperimentKeys, add_pair, add_traffic

@@ -14,8 +14,8 @@ import redis.asyncio as aioredis
 import respx
 from redis.exceptions import RedisError
 
-from gateway.experiments.config import ExperimentConfig
-from gateway.experiments.matching import Watch
+from gateway.config.experiments import Watch
+from gateway.config.schema.experiments import ExperimentConfig
 from gateway.experiments.split import NewConversation, assign, conversation_key, fresh_arm, remember
 from gateway.experiments.store import ExperimentKeys
 from gateway.experiments.trouble import kind_of

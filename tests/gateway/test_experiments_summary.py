@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from gateway.configlimits import Limits
+from gateway.config.schema.limits import Limits
 from gateway.experiments.html import render_html
 from gateway.experiments.shed import shed_reason
 from gateway.experiments.table import render_report

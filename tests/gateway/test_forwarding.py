@@ -236,7 +236,7 @@ def test_health_and_readiness(tmp_path: Path, redis_url: str, router: respx.Rout
 
 @pytest.mark.anyio
 async def test_default_client_never_keeps_upstream_cookies() -> None:
-    from gateway.config import ProviderConfig
+    from gateway.config.schema.root import ProviderConfig
     from gateway.upstream import default_client
 
     def answer(request: httpx.Request) -> httpx.Response:

@@ -13,11 +13,11 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.base.errors import BudgetExceeded, ServiceUnavailable
+from gateway.config.schema.ledger import BudgetConfig, LedgerConfig
 from gateway.ledger.apply import EventApplier
 from gateway.ledger.budget import MAX_CONCURRENT_CHECKS, Budgets, Reservation
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import day_of, month_of
-from gateway.ledger.schema import BudgetConfig, LedgerConfig
 from gateway.ledger.summary import read_counters
 from gateway.redis.server import EmbeddedRedis, free_port
 from tests.gateway.test_ledger_event import make_event

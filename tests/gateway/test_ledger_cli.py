@@ -14,10 +14,10 @@ import redis.asyncio as aioredis
 
 from gateway.cli import main
 from gateway.commands import store
+from gateway.config.settings import Settings
 from gateway.ledger.apply import EventApplier
 from gateway.ledger.keys import LedgerKeys
 from gateway.redis.server import EmbeddedRedis, embedded_redis_dir, free_port
-from gateway.settings import Settings
 from tests.factories import make_config, write_config
 from tests.gateway.test_ledger_event import make_event
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from gateway.config.schema.ledger import BudgetConfig
 from gateway.ledger.apply import EventApplier
 from gateway.ledger.budget import Budgets
 from gateway.ledger.event import CostEvent
@@ -18,7 +19,6 @@ from gateway.ledger.formats import encode_events
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import MS_PER_DAY, Period, day_of
 from gateway.ledger.reader import LedgerReader
-from gateway.ledger.schema import BudgetConfig
 from gateway.ledger.summary import Counters, summarize, total
 from tests.gateway.test_ledger_event import NOV_30_NOON, make_event
 

@@ -17,12 +17,12 @@ from fastapi import FastAPI, Request, Response
 from gateway.base.errors import AuthenticationFailed, GatewayError
 from gateway.base.money import usd
 from gateway.base.types import Tenant
+from gateway.config.schema.ledger import BudgetConfig
 from gateway.ledger.apply import EventApplier
 from gateway.ledger.budget import Budgets
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.reader import LedgerReader
 from gateway.ledger.routes import admin_router, tenant_router
-from gateway.ledger.schema import BudgetConfig
 from tests.gateway.test_ledger_event import NOV_30_NOON, make_event
 
 ADMIN = {"authorization": "Bearer admin-secret"}

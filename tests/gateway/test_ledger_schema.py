@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from gateway.config import TenantConfig
-from gateway.ledger.schema import BudgetConfig, LedgerConfig
+from gateway.config.schema.ledger import BudgetConfig, LedgerConfig
+from gateway.config.schema.root import TenantConfig
 
 
 def test_budget_config_from_tenant_yaml_shape() -> None:

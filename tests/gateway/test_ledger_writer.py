@@ -18,10 +18,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.base.background import wind_down
+from gateway.config.schema.ledger import LedgerConfig
 from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import day_of, month_of
-from gateway.ledger.schema import LedgerConfig
 from gateway.ledger.spool import REJECTED
 from gateway.ledger.summary import read_counters
 from gateway.ledger.writer import Ledger
@@ -35,7 +35,7 @@ CRASH_WHILE_SPOOLING = """
 import asyncio, os, signal, sys
 from pathlib import Path
 import redis.asyncio as aioredis
-from gateway.ledger.schema import LedgerConfig
+from gateway.config.schema.ledger import LedgerConfig
 from gateway.ledger.writer import Ledger
 from tests.gateway.test_ledger_event import make_event
 

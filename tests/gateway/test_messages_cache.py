@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gateway.base.counterfactual_cache import Basis, CounterfactualCache
-from gateway.config import PromptCacheConfig
+from gateway.config.schema.root import PromptCacheConfig
 from gateway.conversations.counterfactual import cacheable, cached_prefix, from_conversation, held_tokens
 from gateway.conversations.facts import cache_facts
 from gateway.conversations.fingerprint import Chain

@@ -15,7 +15,7 @@ from gateway.base.errors import (
     UpstreamExhausted,
     UpstreamRejected,
 )
-from gateway.config import ProviderConfig
+from gateway.config.schema.root import ProviderConfig
 from gateway.messages.errors import error_type, render
 from gateway.upstream_headers import upstream_headers
 

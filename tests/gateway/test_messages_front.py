@@ -14,12 +14,12 @@ import respx
 
 from gateway.base.errors import InvalidRequest
 from gateway.base.record import RequestRecord
-from gateway.config import GatewayConfig
+from gateway.config.runtime import build_runtime
+from gateway.config.schema.root import GatewayConfig
 from gateway.messages.breakpoints import EPHEMERAL, count
 from gateway.messages.front import MESSAGES, check_messages
 from gateway.messages.groups import tool_pairs
 from gateway.planning import latest_instruction
-from gateway.runtime import build_runtime
 from gateway.transforms import CompressorTransforms
 from gateway.upstream import UpstreamPool
 from policies import Action, Facts

@@ -10,7 +10,7 @@ import pytest
 
 from gateway.base.money import usd
 from gateway.base.types import Usage
-from gateway.config import GatewayConfig, ModelPricing
+from gateway.config.schema.root import GatewayConfig, ModelPricing
 from gateway.messages.usage import usage_from_anthropic
 from gateway.metering import cost_of
 from gateway.pricing import price

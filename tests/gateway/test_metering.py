@@ -22,12 +22,12 @@ from structlog.testing import capture_logs
 from gateway.base.counterfactual_cache import Basis, CounterfactualCache
 from gateway.base.record import RequestRecord, SideCall
 from gateway.base.types import Tenant, Usage
-from gateway.config import GatewayConfig
+from gateway.config.schema.ledger import LedgerConfig
+from gateway.config.schema.root import GatewayConfig
+from gateway.config.schema.sampling import PROBE_TENANT
 from gateway.ledger import CostEvent, Ledger, LedgerReader, Period
-from gateway.ledger.schema import LedgerConfig
 from gateway.metering import DEFAULT_MAX_OUTPUT_TOKENS, LedgerRecorder, cost_of, max_cost_nanos
 from gateway.pricing import price
-from gateway.sampling.config import PROBE_TENANT
 from tests.factories import UPSTREAM, chat_body, completion, make_config, shared_counter
 from tests.gateway.test_metrics import metered_client
 

@@ -22,12 +22,12 @@ from gateway.app import create_app
 from gateway.base.counterfactual_cache import Basis, CounterfactualCache
 from gateway.base.record import RequestRecord, SideCall
 from gateway.base.types import Tenant, Usage
-from gateway.config import GatewayConfig
-from gateway.configfile import ConfigError, load_config
+from gateway.config.loading import ConfigError, load_config
+from gateway.config.schema.root import GatewayConfig
+from gateway.config.settings import Settings
 from gateway.ledger import Ledger
 from gateway.metering import LedgerRecorder
 from gateway.metrics import GatewayMetrics, RequestMetrics, SpoolCollector, StateReading
-from gateway.settings import Settings
 from tests.factories import (
     ADMIN_KEY,
     TENANT_KEY,

@@ -13,7 +13,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from compressors.summary.prompt import build_prompt, missing_sections
-from gateway.config import GatewayConfig
+from gateway.config.schema.counting import CountingConfig
+from gateway.config.schema.root import GatewayConfig
 from gateway.mockupstream.app import create_mock_app
 from gateway.mockupstream.server import (
     BASE_URL_VARIABLES,
@@ -22,7 +23,6 @@ from gateway.mockupstream.server import (
     MockUpstream,
     try_lines,
 )
-from gateway.tokens.config import CountingConfig
 from gateway.tokens.counter import TokenCounter
 
 HELLO = [{"role": "user", "content": "Hello"}]

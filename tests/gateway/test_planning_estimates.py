@@ -9,10 +9,10 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.config import GatewayConfig
+from gateway.config.runtime import build_runtime
+from gateway.config.schema.root import GatewayConfig
 from gateway.messages.front import MESSAGES
 from gateway.planning import plan_chat
-from gateway.runtime import build_runtime
 from policies import Action, Decision, Facts
 from tests.factories import make_config, shared_counter
 from tests.fixtures.haystack import ProseGenerator

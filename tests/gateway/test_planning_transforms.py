@@ -14,10 +14,10 @@ import orjson
 import pytest
 
 from gateway.base.errors import ContextLengthExceeded
-from gateway.config import GatewayConfig
+from gateway.config.runtime import Runtime, build_runtime
+from gateway.config.schema.root import GatewayConfig
 from gateway.planning import CHAT, Front, Plan, plan_chat
 from gateway.responses.front import RESPONSES
-from gateway.runtime import Runtime, build_runtime
 from policies import Action, Decision, Facts
 from tests.factories import make_config, shared_counter
 from tests.fixtures.conversations import conversation_of, tokens_of

@@ -9,7 +9,7 @@ import pytest
 
 from gateway.base.money import usd
 from gateway.base.types import Usage
-from gateway.config import ModelPricing, PriceTier
+from gateway.config.schema.root import ModelPricing, PriceTier
 from gateway.pricing import (
     Cost,
     applicable_tier,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from gateway.config.settings import Settings
 from gateway.readiness import Lasting
-from gateway.settings import Settings
 
 
 def test_readiness_failure_counts_once_it_has_lasted_the_grace() -> None:

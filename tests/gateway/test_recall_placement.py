@@ -15,12 +15,12 @@ import redis.asyncio as aioredis
 import respx
 
 from gateway.base.record import RequestRecord
-from gateway.config import GatewayConfig
+from gateway.config.runtime import Runtime, build_runtime
+from gateway.config.schema.root import GatewayConfig
 from gateway.messages.breakpoints import EPHEMERAL, count
 from gateway.messages.front import MESSAGES
 from gateway.planning import CHAT, Front
 from gateway.responses.front import RESPONSES
-from gateway.runtime import Runtime, build_runtime
 from gateway.transforms import CompressorTransforms
 from gateway.upstream import UpstreamPool
 from policies import Action, Decision, Facts

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from gateway.sampling.config import RateRule, SamplingConfig
+from gateway.config.schema.sampling import RateRule, SamplingConfig
 from gateway.sampling.decide import is_probe, is_sampled, sample_fraction, trusted_probe
 
 _RNG = random.Random(20_261_130)

@@ -7,8 +7,8 @@ import random
 from dataclasses import replace
 from typing import Any
 
+from gateway.config.schema.sampling import DEFAULT_BUCKET_EDGES
 from gateway.sampling.buckets import buckets_for
-from gateway.sampling.config import DEFAULT_BUCKET_EDGES
 from gateway.sampling.needle import ProbeResult
 from gateway.sampling.signals import Signal
 

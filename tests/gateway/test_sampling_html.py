@@ -5,7 +5,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from gateway.sampling.config import BoundaryConfig, SamplingConfig
+from gateway.config.schema.sampling import BoundaryConfig, SamplingConfig
 from gateway.sampling.html import COLUMNS, render_html
 from gateway.sampling.report import BehaviourReport, build_report
 from gateway.sampling.shading import severity

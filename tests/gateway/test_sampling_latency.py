@@ -11,7 +11,7 @@ import pytest
 
 from gateway.base.record import TIMEOUT, RequestRecord, SideCall
 from gateway.base.types import Tenant, Usage
-from gateway.sampling.config import SamplingConfig
+from gateway.config.schema.sampling import SamplingConfig
 from gateway.sampling.report import build_report
 from gateway.sampling.signals import Signal, signal_of
 from tests.gateway.test_sampling_factories import NOW, make_signal

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from gateway.sampling.config import BoundaryConfig, SamplingConfig
+from gateway.config.schema.sampling import BoundaryConfig, SamplingConfig
 from gateway.sampling.document import report_document
 from gateway.sampling.html import render_html
 from gateway.sampling.report import BehaviourReport, build_report

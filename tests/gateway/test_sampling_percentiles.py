@@ -5,8 +5,8 @@ import statistics
 
 import pytest
 
+from gateway.config.schema.sampling import DEFAULT_BUCKET_EDGES
 from gateway.sampling.buckets import Bucket, bucket_index, buckets_for, parse_tokens, tokens_label
-from gateway.sampling.config import DEFAULT_BUCKET_EDGES
 from gateway.sampling.percentiles import percentile, spread
 from gateway.sampling.report import bucket_stats, worst_cell
 from tests.gateway.test_sampling_factories import make_signal

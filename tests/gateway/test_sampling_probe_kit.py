@@ -23,11 +23,11 @@ from starlette.routing import Route
 
 from gateway.app import create_app
 from gateway.cli import main
-from gateway.config import ProviderConfig
+from gateway.config.schema.root import ProviderConfig
+from gateway.config.settings import Settings
 from gateway.redis.server import free_port
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.needle import ProbeResult
-from gateway.settings import Settings
 from gateway.tokens.vocab import load_vocabulary
 from tests.factories import ADMIN_KEY, TENANT_KEY, make_config, write_config
 

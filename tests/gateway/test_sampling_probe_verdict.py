@@ -18,8 +18,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway.cli import main
+from gateway.config.schema.sampling import BoundaryConfig, SamplingConfig
 from gateway.redis.server import free_port
-from gateway.sampling.config import BoundaryConfig, SamplingConfig
 from gateway.sampling.html import render_html
 from gateway.sampling.recall import recall_grid
 from gateway.sampling.report import build_report

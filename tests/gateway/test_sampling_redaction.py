@@ -13,13 +13,13 @@ import redis.asyncio as aioredis
 import respx
 
 from gateway.app import create_app
-from gateway.config import ProviderConfig
-from gateway.sampling.config import SamplingConfig
+from gateway.config.schema.root import ProviderConfig
+from gateway.config.schema.sampling import SamplingConfig
+from gateway.config.settings import Settings
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.observer import Sampler
 from gateway.sampling.reader import SampleReader
 from gateway.sampling.store import SampleWriter
-from gateway.settings import Settings
 from tests.factories import TENANT_KEY, UPSTREAM, chat_body, completion, make_config, write_config
 
 SECRET_PROMPT = "the launch code is ZEBRA-PAPAYA-7781 and my password is hunter2"

@@ -11,9 +11,9 @@ import redis.asyncio as aioredis
 from fastapi import FastAPI, Request
 
 from gateway.base.errors import AuthenticationFailed, GatewayError
+from gateway.config.schema.sampling import SamplingConfig
 from gateway.routes import render_gateway_error
 from gateway.sampling import routes
-from gateway.sampling.config import SamplingConfig
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.needle import ProbeResult
 from gateway.sampling.routes import admin_router

@@ -8,7 +8,7 @@ import pytest
 
 from gateway.base.record import RequestRecord
 from gateway.base.types import Tenant, Usage
-from gateway.sampling.config import SamplingConfig
+from gateway.config.schema.sampling import SamplingConfig
 from gateway.sampling.logprobs import LogprobTally, completion_logprobs
 from gateway.sampling.observer import Sampler
 from gateway.sampling.signals import Signal, signal_of

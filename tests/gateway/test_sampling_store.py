@@ -9,8 +9,8 @@ import anyio
 import pytest
 import redis.asyncio as aioredis
 
+from gateway.config.schema.sampling import SamplingConfig
 from gateway.redis.server import EmbeddedRedis, free_port
-from gateway.sampling.config import SamplingConfig
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.reader import SampleReader
 from gateway.sampling.store import SampleWriter

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gateway.commands.serve import redis_for_workers
-from gateway.settings import Settings
+from gateway.config.settings import Settings
 
 
 def test_a_configured_redis_that_meets_the_minimum_starts_nothing(

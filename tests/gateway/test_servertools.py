@@ -13,8 +13,8 @@ import pytest
 from gateway.base.errors import InvalidRequest
 from gateway.base.money import usd
 from gateway.base.types import Usage
-from gateway.config import ModelConfig, ModelPricing, PriceTier, TenantConfig
-from gateway.configfile import ConfigError, parse_config
+from gateway.config.loading import ConfigError, parse_config
+from gateway.config.schema.root import ModelConfig, ModelPricing, PriceTier, TenantConfig
 from gateway.ledger import CostEvent
 from gateway.metering import held_tool_nanos, max_cost_nanos
 from gateway.pricing import price

@@ -9,10 +9,10 @@ import yaml
 from structlog.testing import capture_logs
 
 from gateway.commands.serve import announce
-from gateway.configfile import parse_config
-from gateway.reload import ConfigStore
-from gateway.settings import Settings
-from gateway.startup import startup_notices
+from gateway.config.loading import parse_config
+from gateway.config.reload import ConfigStore
+from gateway.config.settings import Settings
+from gateway.config.startup import startup_notices
 
 CONFIG = """\
 providers:

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gateway.config.schema.counting import CountingConfig
 from gateway.tokens.bound import has_tools, image_parts, token_upper_bound
-from gateway.tokens.config import CountingConfig
 from gateway.tokens.counter import TokenCounter
 
 MODELS = ("gpt-4o", "gpt-4", "gpt-4o-mini", "gpt-4.1-nano", "gpt-5", "some-unknown-model")

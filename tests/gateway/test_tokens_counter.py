@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from gateway.config import GatewayConfig, ModelConfig
+from gateway.config.runtime import Runtime, build_runtime
+from gateway.config.schema.counting import CountingConfig
+from gateway.config.schema.root import GatewayConfig, ModelConfig
 from gateway.planning import CHAT, _count_async
-from gateway.runtime import Runtime, build_runtime
 from gateway.tokens.adapter import ModelTokens
 from gateway.tokens.cache import LRUCache
-from gateway.tokens.config import CountingConfig
 from gateway.tokens.counter import TokenCounter
 from gateway.tokens.vocab import UnknownEncoding, load_vocabulary
 from tests.factories import make_config

@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from gateway.tokens.config import ImageRuleConfig
+from gateway.config.schema.counting import ImageRuleConfig
 from gateway.tokens.images import (
     DEFAULT_RULE,
     PatchRule,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gateway.tokens.config import CountingConfig
+from gateway.config.schema.counting import CountingConfig
 from gateway.tokens.counter import TokenCounter
 from gateway.tokens.tools import CL100K_TOOLS, O200K_TOOLS, count_tools, overheads_for
 

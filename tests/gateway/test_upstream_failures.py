@@ -12,8 +12,8 @@ from starlette.testclient import TestClient
 from structlog.testing import capture_logs
 
 from gateway.app import create_app
-from gateway.config import ProviderConfig
-from gateway.settings import Settings
+from gateway.config.schema.root import ProviderConfig
+from gateway.config.settings import Settings
 from gateway.upstream import default_client
 from gateway.upstream_failures import AttemptFailure, describe, summarise
 from tests.factories import (

@@ -40,7 +40,7 @@ from typing import Any
 
 import orjson
 
-from gateway.tokens.config import CountingConfig
+from gateway.config.schema.counting import CountingConfig
 from gateway.tokens.counter import TokenCounter
 
 TURN = re.compile(r"\bTurn (\d+)\b")

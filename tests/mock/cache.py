@@ -23,8 +23,8 @@ from typing import Any
 
 import orjson
 
+from gateway.config.schema.counting import CountingConfig
 from gateway.responses.counting import count_responses
-from gateway.tokens.config import CountingConfig
 from gateway.tokens.counter import TokenCounter
 
 FRAMING = (199999, 199998, 199997)

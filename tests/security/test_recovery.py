@@ -16,8 +16,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gateway.config.schema.ledger import BudgetConfig, LedgerConfig
 from gateway.ledger.budget import Budgets
-from gateway.ledger.schema import BudgetConfig, LedgerConfig
 from gateway.lifespan import redis_client
 from gateway.redis.server import EmbeddedRedis, free_port
 from tests.security.conftest import Tenants

@@ -16,10 +16,10 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
+from gateway.config.schema.ledger import BudgetConfig, LedgerConfig
 from gateway.ledger.apply import EventApplier
 from gateway.ledger.budget import Budgets
 from gateway.ledger.keys import LedgerKeys
-from gateway.ledger.schema import BudgetConfig, LedgerConfig
 from tests.gateway.test_ledger_event import make_event
 from tests.security.conftest import ADMIN_KEY, Tenants
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from gateway.configbase import Strict
+from gateway.config.schema.base import Strict
 
 
 class Limits(Strict):

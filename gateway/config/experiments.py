@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gateway.config import GatewayConfig
-from gateway.experiments.config import ExperimentConfig
+from gateway.config.schema.experiments import ExperimentConfig
+from gateway.config.schema.root import GatewayConfig
 from gateway.sampling.decide import is_sampled
 
 

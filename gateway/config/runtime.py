@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.auth import KeyRing
 from gateway.base.echo import echoed
 from gateway.base.errors import InvalidRequest, ModelNotFound
-from gateway.config import GatewayConfig, ModelConfig, ProviderConfig
-from gateway.experiments.matching import EMPTY, ExperimentIndex, index_of
-from gateway.passthrough import PassthroughRules
+from gateway.config.auth import KeyRing
+from gateway.config.experiments import EMPTY, ExperimentIndex, index_of
+from gateway.config.passthrough import PassthroughRules
+from gateway.config.schema.root import GatewayConfig, ModelConfig, ProviderConfig
 from gateway.tokens.counter import TokenCounter
 from policies import ModelFacts, PolicyEngine, load_default
 

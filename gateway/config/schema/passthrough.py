@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from gateway.configbase import Strict
+from gateway.config.schema.base import Strict
 
 PASSTHROUGH_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 SHARED_OBJECTS = frozenset(

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from gateway.base.errors import AuthenticationFailed
 from gateway.base.types import Tenant
-from gateway.config import TenantConfig, hash_key
+from gateway.config.schema.root import TenantConfig, hash_key
 
 KEY_ID_LENGTH = 12
 

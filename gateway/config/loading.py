@@ -15,8 +15,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from gateway.config import GatewayConfig, ReferenceProblems
-from gateway.runtime import build_engine
+from gateway.config.runtime import build_engine
+from gateway.config.schema.root import GatewayConfig, ReferenceProblems
 from policies import PolicyConfigError
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")

@@ -1,4 +1,4 @@
-"""The YAML config schema (pydantic, at the edge). Loading lives in ``gateway.configfile``."""
+"""The YAML config schema (pydantic, at the edge). Loading lives in ``gateway.config.loading``."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
-from gateway.configbase import Strict
-from gateway.configlimits import Limits as Limits
-from gateway.configpassthrough import PASSTHROUGH_METHODS as PASSTHROUGH_METHODS
-from gateway.configpassthrough import SHARED_OBJECTS as SHARED_OBJECTS
-from gateway.configpassthrough import PassthroughRoute as PassthroughRoute
-from gateway.experiments.config import ExperimentConfig
-from gateway.ledger.schema import BudgetConfig, LedgerConfig
-from gateway.sampling.config import SamplingConfig
+from gateway.config.schema.base import Strict
+from gateway.config.schema.counting import CountingConfig, EncodingName
+from gateway.config.schema.experiments import ExperimentConfig
+from gateway.config.schema.ledger import BudgetConfig, LedgerConfig
+from gateway.config.schema.limits import Limits as Limits
+from gateway.config.schema.passthrough import PASSTHROUGH_METHODS as PASSTHROUGH_METHODS
+from gateway.config.schema.passthrough import SHARED_OBJECTS as SHARED_OBJECTS
+from gateway.config.schema.passthrough import PassthroughRoute as PassthroughRoute
+from gateway.config.schema.sampling import SamplingConfig
 from gateway.servertools.kinds import ServerToolKind
-from gateway.tokens.config import CountingConfig, EncodingName
 from policies import PoliciesConfig
 
 KEY_HASH_PREFIX = "sha256:"

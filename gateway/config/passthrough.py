@@ -15,11 +15,11 @@ from typing import Any, Protocol, TypeVar
 
 from gateway.base.echo import echoed
 from gateway.base.errors import PermissionDenied, RouteNotFound
-from gateway.config import PassthroughRoute
+from gateway.config.schema.root import PassthroughRoute
 
 
 class Routed(Protocol):
-    """A route to a model (``gateway.runtime.Route``): all a passthrough call needs is its provider."""
+    """A route to a model (``gateway.config.runtime.Route``): all a passthrough call needs is its provider."""
 
     @property
     def provider_name(self) -> str: ...

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from gateway.config import GatewayConfig, key_digest
+from gateway.config.schema.root import GatewayConfig, key_digest
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
 RUN_SCRIPT_KEY = "DEFAULT_TENANT_KEY"

@@ -10,9 +10,9 @@ from pathlib import Path
 import anyio
 import structlog
 
-from gateway.configfile import ConfigError, load_config
-from gateway.runtime import Runtime, build_runtime
-from gateway.startup import warnings_of
+from gateway.config.loading import ConfigError, load_config
+from gateway.config.runtime import Runtime, build_runtime
+from gateway.config.startup import warnings_of
 from gateway.tokens.counter import TokenCounter
 
 log = structlog.get_logger("gateway.config")
