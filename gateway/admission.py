@@ -26,8 +26,8 @@ from gateway.config.schema.root import GatewayConfig
 from gateway.config.schema.sampling import PROBE_TENANT
 from gateway.ledger import Budgets, Reservation
 from gateway.metering import max_cost_nanos
+from gateway.money.pricing import price
 from gateway.planning import Plan
-from gateway.pricing import price
 from gateway.sampling.decide import trusted_probe
 from gateway.servertools.requested import NO_TOOLS, RequestedTools
 from policies import Decision

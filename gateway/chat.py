@@ -22,6 +22,7 @@ from gateway.experiments.answer import answer_of, streamed_chat_answer
 from gateway.experiments.bounded import drain
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.experiments.replay import Reading
+from gateway.money.usage import usage_from_openai
 from gateway.planning import CHAT, Plan, planned_body
 from gateway.sampling.logprobs import LogprobTally
 from gateway.servertools.allowance import check_allowed
@@ -29,7 +30,6 @@ from gateway.servertools.requested import chat_tools
 from gateway.shared_objects import chat_references, check_shared
 from gateway.streaming import ChatStreamReader
 from gateway.upstream import Exchange, send
-from gateway.usage import usage_from_openai
 
 if TYPE_CHECKING:
     from gateway.pipeline import Pipeline

@@ -23,7 +23,7 @@ from gateway.base.record import SHADOW_CALL, TIMEOUT, RequestRecord, SideCall
 from gateway.base.types import Usage
 from gateway.config.schema.root import GatewayConfig, ModelConfig, ModelPricing, prompt_cache_of
 from gateway.ledger import CostEvent, Ledger
-from gateway.pricing import Cost, price
+from gateway.money.pricing import Cost, price
 from gateway.servertools import uses_text
 from gateway.servertools.requested import NO_TOOLS, RequestedTools
 from gateway.tokens.counter import TokenCounter

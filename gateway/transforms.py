@@ -14,12 +14,12 @@ from compressors.summary import CannotCompress, SummarizeOldTurns, SummaryFailed
 from gateway.base.record import RequestRecord
 from gateway.cache import RedisCache
 from gateway.config.runtime import Runtime
+from gateway.money.usage import usage_from_openai
 from gateway.planning import TransformFailed
 from gateway.side_calls import side_call
 from gateway.summary_completer import MessagesCompleter, messages_only
 from gateway.tokens.adapter import ModelTokens
 from gateway.upstream import UpstreamPool
-from gateway.usage import usage_from_openai
 from policies import Action, Decision, Facts
 
 if TYPE_CHECKING:  # retrieval brings numpy and bm25s: imported on first use, not by every worker at start

@@ -31,7 +31,7 @@ from gateway.commands.store import CommandError, gateway_config
 from gateway.config.runtime import build_engine
 from gateway.config.schema.root import GatewayConfig, ModelConfig
 from gateway.config.settings import Settings
-from gateway.pricing import Cost, applicable_tier, price_at_tier
+from gateway.money.pricing import Cost, applicable_tier, price_at_tier
 from gateway.tokens.counter import TokenCount, TokenCounter
 from gateway.tokens.vocab import VocabularyError
 

@@ -14,7 +14,6 @@ Modules, one concept each:
 - ``breakpoints``  explicit cache breakpoints: where they are, the one after a summary, at most four
 - ``counting``     the estimated tokens of a request (Claude's tokenizer is not public), and its bound
 - ``media``        token estimates of images and PDFs
-- ``usage``        Anthropic's usage object as the gateway's ``Usage`` (cache reads and writes by TTL)
 - ``thinking``     thinking blocks dropped on a reroute to another model (or an experiment's candidate)
 - ``confirm``      the provider's own count (``/messages/count_tokens``) of a prompt near a line
 - ``stream``       the Messages event stream read on the side (usage from ``message_start`` and the
@@ -25,5 +24,6 @@ Modules, one concept each:
 - ``pipeline``     ``POST /v1/messages`` through the pipeline; ``count_tokens`` the client's count
 - ``routes``       the HTTP handlers
 
-The package root imports nothing.
+The package root imports nothing. Anthropic's usage object is read by
+``gateway.money.anthropic_usage``.
 """

@@ -25,7 +25,7 @@ from gateway.base.types import Usage
 from gateway.body import json_object
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.messages.stream import MessagesStreamReader, blocks_answer, finish_reason_of
-from gateway.messages.usage import usage_from_anthropic
+from gateway.money.anthropic_usage import usage_from_anthropic
 from gateway.servertools.reported import most
 from gateway.sse import EventRewriter, json_of, with_data
 from gateway.upstream import Exchange

@@ -24,13 +24,13 @@ from gateway.base.record import RequestRecord, notify, notify_soon
 from gateway.body import headers_of
 from gateway.count_calls import admitted_body, check_budget_left
 from gateway.metering import max_cost_nanos
+from gateway.money.usage import usage_from_openai
 from gateway.planning import with_model
 from gateway.responses import reply as responses_reply
 from gateway.responses.counting import responses_upper_bound
 from gateway.responses.ownership import check_references, owned
 from gateway.responses.where import route_for_id
 from gateway.upstream import Exchange, send
-from gateway.usage import usage_from_openai
 
 if TYPE_CHECKING:
     from gateway.pipeline import Pipeline

@@ -32,12 +32,12 @@ from gateway.base.record import Observer, RequestRecord, notify
 from gateway.base.types import Tenant
 from gateway.body import json_object
 from gateway.config.reload import ConfigStore
+from gateway.money.usage import usage_from_openai
 from gateway.responses.memory import Remembered, ResponseMemory
 from gateway.responses.stream import finish_reason_of
 from gateway.responses.where import route_for_id
 from gateway.servertools.reported import response_uses
 from gateway.upstream import UpstreamPool, send
-from gateway.usage import usage_from_openai
 
 TERMINAL = frozenset({"completed", "incomplete", "failed", "cancelled"})
 SWEEP_SECONDS = 5.0

@@ -20,12 +20,12 @@ from gateway import replies
 from gateway.base.record import RequestRecord
 from gateway.body import json_object
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
+from gateway.money.usage import usage_from_openai
 from gateway.responses.memory import Remember
 from gateway.responses.stream import ResponsesStreamReader, answer_of, finish_reason_of
 from gateway.servertools.reported import response_uses
 from gateway.sse import EventRewriter
 from gateway.upstream import Exchange
-from gateway.usage import usage_from_openai
 from gateway.usage_report import rewrite_event
 
 

@@ -24,7 +24,7 @@ import orjson
 
 from gateway.base.types import Usage
 from gateway.config.schema.root import ModelPricing
-from gateway.pricing import price
+from gateway.money.pricing import price
 from gateway.redis.server import free_port
 from tests.bench.harness import PYTHON, process
 from tests.factories import make_config, shared_counter, write_config

@@ -33,7 +33,7 @@ import yaml
 from gateway.base.money import usd
 from gateway.base.types import Usage
 from gateway.config.schema.root import ModelPricing
-from gateway.pricing import price
+from gateway.money.pricing import price
 from tests.e2e.processes import gateway_process
 from tests.fixtures.haystack import ProseGenerator
 

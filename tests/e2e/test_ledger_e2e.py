@@ -27,7 +27,7 @@ from gateway.ledger import CostEvent, LedgerReader, Period, usd
 from gateway.ledger.period import day_of
 from gateway.ledger.spool import REJECTED
 from gateway.metering import max_cost_nanos
-from gateway.pricing import nanos_per_token, price, price_at_tier
+from gateway.money.pricing import nanos_per_token, price, price_at_tier
 from gateway.redis.server import EmbeddedRedis, free_port
 from tests.e2e.ledger_helpers import (
     KEYS,

@@ -22,7 +22,7 @@ import pytest
 
 from gateway.base.types import Usage
 from gateway.config.schema.root import ModelPricing
-from gateway.pricing import price
+from gateway.money.pricing import price
 from tests.e2e.processes import gateway_process
 from tests.factories import TENANT_KEY, make_config, write_config
 from tests.fixtures.conversations import ProseGenerator

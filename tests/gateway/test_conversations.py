@@ -17,7 +17,7 @@ from gateway.conversations.facts import cache_facts
 from gateway.conversations.fingerprint import Chain, anchor_of, chain_of
 from gateway.conversations.state import ConversationState, Seen, carried, mean_growth
 from gateway.conversations.store import SHARE_MIN_INPUT, ConversationStore, Recalled, ShareUpdate
-from gateway.pricing import price
+from gateway.money.pricing import price
 from policies.facts import Strategy
 from tests.gateway.test_pricing import GPT_5_4
 

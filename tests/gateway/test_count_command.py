@@ -16,7 +16,7 @@ from gateway.cli import main
 from gateway.commands import count
 from gateway.config.loading import load_config
 from gateway.config.schema.root import GatewayConfig
-from gateway.pricing import price_at_tier
+from gateway.money.pricing import price_at_tier
 from gateway.tokens.counter import TokenCounter
 from policies import parse_policies
 

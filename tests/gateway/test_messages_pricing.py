@@ -11,9 +11,9 @@ import pytest
 from gateway.base.money import usd
 from gateway.base.types import Usage
 from gateway.config.schema.root import GatewayConfig, ModelPricing
-from gateway.messages.usage import usage_from_anthropic
 from gateway.metering import cost_of
-from gateway.pricing import price
+from gateway.money.anthropic_usage import usage_from_anthropic
+from gateway.money.pricing import price
 from tests.factories import make_config
 
 MODEL = "claude-sonnet-4"

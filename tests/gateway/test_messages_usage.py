@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from gateway.base.types import Usage
-from gateway.messages.usage import usage_from_anthropic
+from gateway.money.anthropic_usage import usage_from_anthropic
 
 
 def test_usage_adds_cache_reads_and_writes_to_the_input() -> None:

@@ -10,7 +10,7 @@ import pytest
 from gateway.base.money import usd
 from gateway.base.types import Usage
 from gateway.config.schema.root import ModelPricing, PriceTier
-from gateway.pricing import (
+from gateway.money.pricing import (
     Cost,
     applicable_tier,
     nanos_per_token,

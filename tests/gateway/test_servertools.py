@@ -17,7 +17,7 @@ from gateway.config.loading import ConfigError, parse_config
 from gateway.config.schema.root import ModelConfig, ModelPricing, PriceTier, TenantConfig
 from gateway.ledger import CostEvent
 from gateway.metering import held_tool_nanos, max_cost_nanos
-from gateway.pricing import price
+from gateway.money.pricing import price
 from gateway.servertools.allowance import check_allowed
 from gateway.servertools.kinds import parse_uses_text, tool_uses, uses_text
 from gateway.servertools.reported import anthropic_uses, block_uses, item_uses, most, response_uses

@@ -42,7 +42,7 @@ from fractions import Fraction
 from gateway.base.money import nanos_from_usd
 from gateway.base.types import Usage
 from gateway.config.schema.root import ModelPricing, PriceTier
-from gateway.usage import usage_from_openai
+from gateway.money.usage import usage_from_openai
 
 __all__ = [
     "Cost",
