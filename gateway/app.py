@@ -29,7 +29,7 @@ from gateway.paths import PathGuard
 from gateway.responses import routes as responses_routes
 from gateway.sampling import routes as sampling_routes
 from gateway.tokens.counter import TokenCounter
-from gateway.upstream import ClientFactory
+from gateway.upstream.calls import ClientFactory
 
 log = structlog.get_logger("gateway.app")
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from gateway.base.errors import ProviderKeyRefused, UpstreamError, UpstreamExhausted, UpstreamInvalidAnswer
 from gateway.base.record import TIMEOUT, RequestRecord, SideCall
-from gateway.upstream import TimedOut
+from gateway.upstream.calls import TimedOut
 
 
 def note_upstream_failure(record: RequestRecord, exc: UpstreamError) -> None:

@@ -29,7 +29,7 @@ from gateway.servertools.allowance import check_allowed
 from gateway.servertools.requested import chat_tools
 from gateway.shared_objects import chat_references, check_shared
 from gateway.streaming import ChatStreamReader
-from gateway.upstream import Exchange, send
+from gateway.upstream.calls import Exchange, send
 
 if TYPE_CHECKING:
     from gateway.pipeline import Pipeline

@@ -16,7 +16,7 @@ from gateway.config.passthrough import passthrough_grant, passthrough_route
 from gateway.metering import max_cost_nanos
 from gateway.planning import with_model
 from gateway.responses.calls import with_query
-from gateway.upstream import send
+from gateway.upstream.calls import send
 
 if TYPE_CHECKING:
     from gateway.pipeline import Pipeline

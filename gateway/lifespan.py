@@ -40,7 +40,7 @@ from gateway.sampling.observer import Sampler
 from gateway.sampling.store import SampleWriter
 from gateway.state import GatewayState
 from gateway.tokens.counter import TokenCounter
-from gateway.upstream import ClientFactory, UpstreamPool, default_client
+from gateway.upstream.calls import ClientFactory, UpstreamPool, default_client
 
 log = structlog.get_logger("gateway.app")
 

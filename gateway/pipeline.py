@@ -45,13 +45,13 @@ from gateway.ledger import Budgets
 from gateway.metering import LedgerRecorder
 from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat
 from gateway.precompress import precompress_after
-from gateway.provider_count import Confirm
 from gateway.request_ids import client_request_id, new_request_id
 from gateway.sampling.decide import is_probe
 from gateway.servertools.requested import NO_TOOLS, RequestedTools
 from gateway.tokens.counter import TokenCount
 from gateway.transforms import CompressorTransforms
-from gateway.upstream import Exchange, UpstreamPool
+from gateway.upstream.calls import Exchange, UpstreamPool
+from gateway.upstream.provider_count import Confirm
 from policies import Action, Decision
 from policies.facts import CacheFacts
 

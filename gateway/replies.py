@@ -21,7 +21,7 @@ from gateway.body import json_object
 from gateway.money.usage import usage_from_openai
 from gateway.sampling.logprobs import LogprobTally, completion_logprobs
 from gateway.streaming import ChatStreamReader
-from gateway.upstream import Exchange
+from gateway.upstream.calls import Exchange
 from gateway.usage_report import rewrite_answer
 
 PASSED_UPSTREAM_HEADERS = ("openai-processing-ms", "openai-version", "x-ratelimit-")

@@ -15,7 +15,7 @@ from gateway.readiness import Readiness
 from gateway.redis.mode import ModeWatch
 from gateway.responses.stored import StoredResponses
 from gateway.sampling.store import SampleWriter
-from gateway.upstream import UpstreamPool
+from gateway.upstream.calls import UpstreamPool
 
 
 @dataclass(slots=True)

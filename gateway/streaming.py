@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from gateway.sse import EventSplitter, data_of, events, swapped, with_data
+from gateway.upstream.sse import EventSplitter, data_of, events, swapped, with_data
 from gateway.usage_report import rewrite_event
 
 _NULL_USAGE = re.compile(rb',\s*"usage"\s*:\s*null|"usage"\s*:\s*null\s*,?\s*')

@@ -16,10 +16,10 @@ from gateway.cache import RedisCache
 from gateway.config.runtime import Runtime
 from gateway.money.usage import usage_from_openai
 from gateway.planning import TransformFailed
-from gateway.side_calls import side_call
-from gateway.summary_completer import MessagesCompleter, messages_only
 from gateway.tokens.adapter import ModelTokens
-from gateway.upstream import UpstreamPool
+from gateway.upstream.calls import UpstreamPool
+from gateway.upstream.side_calls import side_call
+from gateway.upstream.summary_completer import MessagesCompleter, messages_only
 from policies import Action, Decision, Facts
 
 if TYPE_CHECKING:  # retrieval brings numpy and bm25s: imported on first use, not by every worker at start
@@ -63,7 +63,7 @@ def cheap_completer(
     pool: UpstreamPool, runtime: Runtime, model: str, record: RequestRecord, *, kind: str = "summary"
 ) -> Completer:
     """The completer for ``model``: on Messages for a model of a ``kind: anthropic`` provider
-    (``gateway.summary_completer``), else on chat completions."""
+    (``gateway.upstream.summary_completer``), else on chat completions."""
     if messages_only(runtime, model):
         return MessagesCompleter(pool, runtime, model, record, kind=kind)
     return UpstreamCompleter(pool, runtime, model, record, kind=kind)

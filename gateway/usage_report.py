@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from gateway.sse import data_of, with_data
+from gateway.upstream.sse import data_of, with_data
 
 
 def reported(usage: dict[str, Any], received: int) -> dict[str, Any]:

@@ -169,7 +169,7 @@ class ProviderKeyRefused(UpstreamError):
 
 class UpstreamInvalidAnswer(UpstreamError):
     """The upstream said success, but its body is not the JSON object the call must return.
-    ``timed_out``: the attempts before it that timed out (``gateway.upstream.TimedOut``)."""
+    ``timed_out``: the attempts before it that timed out (``gateway.upstream.calls.TimedOut``)."""
 
     default_code = "upstream_invalid_response"
 
@@ -180,8 +180,8 @@ class UpstreamInvalidAnswer(UpstreamError):
 
 class UpstreamExhausted(UpstreamError):
     """Every attempt on every candidate failed. The last upstream answer, if any, is passed through.
-    ``timed_out``: the attempts among them that timed out (``gateway.upstream.TimedOut``); ``attempts``:
-    how many were made; ``failures``: why each failed (``gateway.upstream_failures.AttemptFailure``)."""
+    ``timed_out``: the attempts among them that timed out (``gateway.upstream.calls.TimedOut``); ``attempts``:
+    how many were made; ``failures``: why each failed (``gateway.upstream.failures.AttemptFailure``)."""
 
     def __init__(
         self,

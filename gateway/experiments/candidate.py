@@ -24,7 +24,7 @@ from gateway.experiments.job import ShadowJob, Side
 from gateway.experiments.sides import SHADOW, side_of
 from gateway.ledger import Budgets, Reservation
 from gateway.planning import Plan, Transforms, plan_chat
-from gateway.upstream import Exchange, UpstreamPool, send
+from gateway.upstream.calls import Exchange, UpstreamPool, send
 from policies import Decision
 
 OVERSIZED = "response_too_large"

@@ -42,7 +42,7 @@ from gateway.experiments.trouble import REDIS_FAILURES, ErrorCount, RedisTrouble
 from gateway.ledger import BudgetConfig, Budgets
 from gateway.planning import Front
 from gateway.sampling.buckets import bucket_low
-from gateway.upstream import UpstreamPool
+from gateway.upstream.calls import UpstreamPool
 
 log = structlog.get_logger("gateway.experiments")
 EXPERIMENT_HEADER = "x-gateway-experiment"

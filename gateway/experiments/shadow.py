@@ -45,7 +45,7 @@ from gateway.ledger import Budgets
 from gateway.planning import latest_instruction
 from gateway.sampling.decide import is_sampled
 from gateway.transforms import UpstreamEmbedder, cheap_completer
-from gateway.upstream import UpstreamPool
+from gateway.upstream.calls import UpstreamPool
 
 log = structlog.get_logger("gateway.experiments")
 

@@ -45,7 +45,7 @@ from gateway.responses.calls import with_query
 from gateway.servertools.allowance import check_allowed
 from gateway.servertools.requested import messages_tools
 from gateway.shared_objects import check_shared
-from gateway.upstream import send
+from gateway.upstream.calls import send
 
 if TYPE_CHECKING:
     from gateway.pipeline import Pipeline

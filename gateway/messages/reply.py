@@ -27,8 +27,8 @@ from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.messages.stream import MessagesStreamReader, blocks_answer, finish_reason_of
 from gateway.money.anthropic_usage import usage_from_anthropic
 from gateway.servertools.reported import most
-from gateway.sse import EventRewriter, json_of, with_data
-from gateway.upstream import Exchange
+from gateway.upstream.calls import Exchange
+from gateway.upstream.sse import EventRewriter, json_of, with_data
 
 APPROXIMATE = "x-gateway-prompt-tokens-approximate"
 PASSED_UPSTREAM_HEADERS = ("anthropic-ratelimit-", "retry-after")

@@ -24,7 +24,7 @@ import orjson
 from gateway.experiments.answer import NO_ANSWER, Answer, ToolCall
 from gateway.servertools.kinds import NO_USES, ToolUses, tool_uses
 from gateway.servertools.reported import block_uses
-from gateway.sse import EventSplitter, events, json_of, swapped, with_data
+from gateway.upstream.sse import EventSplitter, events, json_of, swapped, with_data
 
 STOP_REASONS = {
     "end_turn": "stop",

@@ -30,7 +30,7 @@ from gateway.responses import reply as responses_reply
 from gateway.responses.counting import responses_upper_bound
 from gateway.responses.ownership import check_references, owned
 from gateway.responses.where import route_for_id
-from gateway.upstream import Exchange, send
+from gateway.upstream.calls import Exchange, send
 
 if TYPE_CHECKING:
     from gateway.pipeline import Pipeline

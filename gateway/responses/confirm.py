@@ -16,9 +16,9 @@ from typing import Any
 import orjson
 
 from gateway.config.runtime import Route
-from gateway.provider_count import Confirm
-from gateway.provider_count import provider_count as ask
-from gateway.upstream import UpstreamPool
+from gateway.upstream.calls import UpstreamPool
+from gateway.upstream.provider_count import Confirm
+from gateway.upstream.provider_count import provider_count as ask
 
 COUNTED_FIELDS = (
     "input",

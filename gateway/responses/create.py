@@ -25,7 +25,7 @@ from gateway.responses.replay import RESPONSES_REPLAY
 from gateway.responses.stream import answer_of
 from gateway.servertools.allowance import check_allowed
 from gateway.servertools.requested import responses_tools
-from gateway.upstream import send
+from gateway.upstream.calls import send
 
 if TYPE_CHECKING:
     from gateway.pipeline import Pipeline

@@ -37,7 +37,7 @@ from gateway.responses.memory import Remembered, ResponseMemory
 from gateway.responses.stream import finish_reason_of
 from gateway.responses.where import route_for_id
 from gateway.servertools.reported import response_uses
-from gateway.upstream import UpstreamPool, send
+from gateway.upstream.calls import UpstreamPool, send
 
 TERMINAL = frozenset({"completed", "incomplete", "failed", "cancelled"})
 SWEEP_SECONDS = 5.0

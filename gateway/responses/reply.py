@@ -24,8 +24,8 @@ from gateway.money.usage import usage_from_openai
 from gateway.responses.memory import Remember
 from gateway.responses.stream import ResponsesStreamReader, answer_of, finish_reason_of
 from gateway.servertools.reported import response_uses
-from gateway.sse import EventRewriter
-from gateway.upstream import Exchange
+from gateway.upstream.calls import Exchange
+from gateway.upstream.sse import EventRewriter
 from gateway.usage_report import rewrite_event
 
 

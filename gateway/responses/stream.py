@@ -18,7 +18,7 @@ from typing import Any
 from gateway.experiments.answer import NO_ANSWER, Answer, ToolCall
 from gateway.servertools.kinds import ToolUses
 from gateway.servertools.reported import BILLED_ITEMS, item_uses, most, response_uses
-from gateway.sse import EventSplitter, events, json_of, swapped, with_data
+from gateway.upstream.sse import EventSplitter, events, json_of, swapped, with_data
 
 FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 TEXT_DELTAS = frozenset(

@@ -34,7 +34,7 @@ from gateway.ledger import CostEvent
 from gateway.ledger.period import Period
 from gateway.planning import TransformFailed
 from gateway.transforms import CompressorTransforms
-from gateway.upstream import UpstreamPool
+from gateway.upstream.calls import UpstreamPool
 from policies import Action, Facts
 from tests.factories import (
     ADMIN_KEY,

@@ -10,7 +10,7 @@ import orjson
 import pytest
 import respx
 
-from gateway.upstream import parse_retry_after
+from gateway.upstream.calls import parse_retry_after
 from tests.factories import UPSTREAM, chat_body, completion, gateway_client, make_config
 
 
@@ -237,7 +237,7 @@ def test_health_and_readiness(tmp_path: Path, redis_url: str, router: respx.Rout
 @pytest.mark.anyio
 async def test_default_client_never_keeps_upstream_cookies() -> None:
     from gateway.config.schema.root import ProviderConfig
-    from gateway.upstream import default_client
+    from gateway.upstream.calls import default_client
 
     def answer(request: httpx.Request) -> httpx.Response:
         return httpx.Response(

@@ -17,7 +17,7 @@ from gateway.base.errors import (
 )
 from gateway.config.schema.root import ProviderConfig
 from gateway.messages.errors import error_type, render
-from gateway.upstream_headers import upstream_headers
+from gateway.upstream.headers import upstream_headers
 
 
 def request_with_id(request_id: str | None = "req_abc") -> Request:

@@ -21,7 +21,7 @@ from gateway.messages.front import MESSAGES, check_messages
 from gateway.messages.groups import tool_pairs
 from gateway.planning import latest_instruction
 from gateway.transforms import CompressorTransforms
-from gateway.upstream import UpstreamPool
+from gateway.upstream.calls import UpstreamPool
 from policies import Action, Facts
 from policies.actions.compress import is_client_compaction
 from policies.schema import DEFAULT_CLIENT_COMPACTION

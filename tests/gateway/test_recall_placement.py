@@ -22,7 +22,7 @@ from gateway.messages.front import MESSAGES
 from gateway.planning import CHAT, Front
 from gateway.responses.front import RESPONSES
 from gateway.transforms import CompressorTransforms
-from gateway.upstream import UpstreamPool
+from gateway.upstream.calls import UpstreamPool
 from policies import Action, Decision, Facts
 from tests.factories import UPSTREAM, completion, make_config, shared_counter
 from tests.fixtures.haystack import ProseGenerator

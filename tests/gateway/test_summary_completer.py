@@ -12,7 +12,7 @@ import httpx
 import orjson
 import respx
 
-from gateway.summary_completer import messages_body
+from gateway.upstream.summary_completer import messages_body
 from tests.factories import gateway_client
 from tests.gateway.test_messages_front import SUMMARY, agent_session
 from tests.gateway.test_messages_pipeline import ANTHROPIC_HEADERS, CLAUDE, Upstream, config, events, tenant

@@ -14,8 +14,8 @@ from structlog.testing import capture_logs
 from gateway.app import create_app
 from gateway.config.schema.root import ProviderConfig
 from gateway.config.settings import Settings
-from gateway.upstream import default_client
-from gateway.upstream_failures import AttemptFailure, describe, summarise
+from gateway.upstream.calls import default_client
+from gateway.upstream.failures import AttemptFailure, describe, summarise
 from tests.factories import (
     TENANT_KEY,
     UPSTREAM,

@@ -2,7 +2,7 @@
 
 A shop that runs on Claude alone has no chat-completions model to write its summaries: its cheap model
 (say claude-haiku-4-5) must be called on ``POST /messages``, with the provider's key and
-``anthropic-version`` (``gateway.upstream_headers``), ``max_tokens`` (required there), and the prompt's
+``anthropic-version`` (``gateway.upstream.headers``), ``max_tokens`` (required there), and the prompt's
 system messages as the top-level ``system`` (Messages has no system role). Its answer is the text blocks
 of the reply, and its usage is read Anthropic's way (``gateway.money.anthropic_usage``: cache reads and writes
 counted into the input), so the call is priced as a side call like any other.
@@ -20,8 +20,8 @@ from compressors.protocols import Message
 from gateway.base.record import RequestRecord
 from gateway.config.runtime import Route, Runtime
 from gateway.money.anthropic_usage import usage_from_anthropic
-from gateway.side_calls import side_call
-from gateway.upstream import UpstreamPool
+from gateway.upstream.calls import UpstreamPool
+from gateway.upstream.side_calls import side_call
 
 MESSAGES_PATH = "/messages"
 

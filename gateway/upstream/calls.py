@@ -26,8 +26,8 @@ from tenacity.wait import wait_base
 from gateway.base.errors import UpstreamExhausted, UpstreamInvalidAnswer, UpstreamRejected
 from gateway.config.runtime import Route
 from gateway.config.schema.root import ProviderConfig
-from gateway.upstream_failures import AttemptFailure, describe, key_refused, summarise
-from gateway.upstream_headers import upstream_headers
+from gateway.upstream.failures import AttemptFailure, describe, key_refused, summarise
+from gateway.upstream.headers import upstream_headers
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 HOP_BY_HOP = frozenset(

@@ -12,8 +12,8 @@ import orjson
 import structlog
 
 from gateway.config.runtime import Route
-from gateway.upstream import UpstreamPool
-from gateway.upstream_headers import upstream_headers
+from gateway.upstream.calls import UpstreamPool
+from gateway.upstream.headers import upstream_headers
 
 log = structlog.get_logger("gateway.counts")
 
