@@ -12,27 +12,27 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway import body as bodies
-from gateway import replies
-from gateway.admission import Hold, admitted
 from gateway.base.record import RequestRecord, notify
-from gateway.body import headers_of
 from gateway.config.runtime import Route
+from gateway.core import body as bodies
+from gateway.core import replies
+from gateway.core.admission import Hold, admitted
+from gateway.core.body import headers_of
+from gateway.core.planning import CHAT, Plan, planned_body
+from gateway.core.shared_objects import chat_references, check_shared
+from gateway.core.streaming import ChatStreamReader
 from gateway.experiments.answer import answer_of, streamed_chat_answer
 from gateway.experiments.bounded import drain
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.experiments.replay import Reading
 from gateway.money.usage import usage_from_openai
-from gateway.planning import CHAT, Plan, planned_body
 from gateway.sampling.logprobs import LogprobTally
 from gateway.servertools.allowance import check_allowed
 from gateway.servertools.requested import chat_tools
-from gateway.shared_objects import chat_references, check_shared
-from gateway.streaming import ChatStreamReader
 from gateway.upstream.calls import Exchange, send
 
 if TYPE_CHECKING:
-    from gateway.pipeline import Pipeline
+    from gateway.proxy.pipeline import Pipeline
 
 
 async def completions(pipeline: Pipeline, request: Request) -> Response:

@@ -8,18 +8,18 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway import body as bodies
-from gateway.admission import Hold, passthrough_ceiling_nanos
 from gateway.base.money import nanos_from_usd
-from gateway.body import headers_of
 from gateway.config.passthrough import passthrough_grant, passthrough_route
-from gateway.metering import max_cost_nanos
-from gateway.planning import with_model
+from gateway.core import body as bodies
+from gateway.core.admission import Hold, passthrough_ceiling_nanos
+from gateway.core.body import headers_of
+from gateway.core.metering import max_cost_nanos
+from gateway.core.planning import with_model
 from gateway.responses.calls import with_query
 from gateway.upstream.calls import send
 
 if TYPE_CHECKING:
-    from gateway.pipeline import Pipeline
+    from gateway.proxy.pipeline import Pipeline
 
 
 async def embeddings(pipeline: Pipeline, request: Request) -> Response:

@@ -23,11 +23,11 @@ from gateway.config.schema.sampling import SamplingConfig
 from gateway.config.settings import Settings
 from gateway.conversations.recorder import ConversationRecorder
 from gateway.conversations.store import ConversationStore
+from gateway.core.metering import LedgerRecorder
 from gateway.ledger import BudgetConfig, Budgets, Ledger, LedgerReader
 from gateway.logs import RequestLog
-from gateway.metering import LedgerRecorder
 from gateway.metrics import GatewayMetrics, RequestMetrics, StateReading
-from gateway.pipeline import Pipeline
+from gateway.proxy.pipeline import Pipeline
 from gateway.readiness import Readiness
 from gateway.redis.connect import RedisModeError, open_redis
 from gateway.redis.connect import redis_client as redis_client  # its home before gateway.redis.connect

@@ -16,7 +16,7 @@ from gateway import chat, forwarded
 from gateway.base.echo import echoed
 from gateway.base.errors import AuthenticationFailed, GatewayError, NotFound, PermissionDenied, RouteNotFound
 from gateway.base.types import Tenant
-from gateway.request_ids import client_request_id, new_request_id
+from gateway.core.request_ids import client_request_id, new_request_id
 
 if TYPE_CHECKING:
     from gateway.state import GatewayState

@@ -10,7 +10,7 @@ from gateway.config.reload import ConfigStore
 from gateway.config.settings import Settings
 from gateway.ledger import Ledger, LedgerReader
 from gateway.metrics.exposition import GatewayMetrics
-from gateway.pipeline import Pipeline
+from gateway.proxy.pipeline import Pipeline
 from gateway.readiness import Readiness
 from gateway.redis.mode import ModeWatch
 from gateway.responses.stored import StoredResponses

@@ -91,7 +91,7 @@ class RequestRecord:
     usage: Usage | None = None
     cost_nanos: int | None = None
     """What the request's cost events add up to (its own call and its side calls), set by the ledger's
-    observer (``gateway.metering.LedgerRecorder``) for the log line; None when it recorded none."""
+    observer (``gateway.core.metering.LedgerRecorder``) for the log line; None when it recorded none."""
     finish_reason: str | None = None
     upstream_seconds: float | None = None
     first_token_seconds: float | None = None
@@ -127,7 +127,8 @@ class RequestRecord:
     reason: str | None = None
     """Why the cache made the warning band forward or compress (``x-gateway-reason``)."""
     report_prompt_tokens: int | None = None
-    """The prompt tokens the client's usage shows instead of the provider's (``gateway.usage_report``)."""
+    """The prompt tokens the client's usage shows instead of the provider's
+    (``gateway.core.usage_report``)."""
     counterfactual: CounterfactualCache | None = None
     """The cached tokens the request forwarded unchanged would plausibly have had (a rewritten request)."""
     flat_cost_nanos: int = 0
@@ -145,7 +146,8 @@ class RequestRecord:
     """The request offered tools (kept for an experiment's pairs)."""
     tool_uses: tuple[tuple[str, int], ...] = ()
     """Server-side tool uses seen in the answer when its usage does not carry them (a stream cut before
-    its usage; a chat request with ``web_search_options``): billed with the usage (``gateway.metering``)."""
+    its usage; a chat request with ``web_search_options``): billed with the usage
+    (``gateway.core.metering``)."""
     notes: dict[Note[Any], object] | None = None
     """What features above the record leave on it, by ``Note``: the conversation's trace and state
     (``gateway.conversations.notes``), a split's new conversation, shadow jobs and the answer they compare

@@ -10,20 +10,20 @@ from typing import Protocol
 
 import orjson
 
-from gateway.admission import ceiling_nanos
 from gateway.base.errors import BudgetExceeded, GatewayError
 from gateway.base.money import usd
 from gateway.base.record import Observer, RequestRecord, notify
 from gateway.base.types import Usage
 from gateway.config.runtime import Route, Runtime
 from gateway.config.schema.experiments import ExperimentConfig, bill_tenant
+from gateway.core.admission import ceiling_nanos
+from gateway.core.planning import Plan, Transforms, plan_chat
 from gateway.experiments.answer import Answer
 from gateway.experiments.bounded import Oversized, read_json
 from gateway.experiments.holds import comparison_ceiling_nanos, output_caps
 from gateway.experiments.job import ShadowJob, Side
 from gateway.experiments.sides import SHADOW, side_of
 from gateway.ledger import Budgets, Reservation
-from gateway.planning import Plan, Transforms, plan_chat
 from gateway.upstream.calls import Exchange, UpstreamPool, send
 from policies import Decision
 

@@ -19,10 +19,10 @@ from typing import Any
 
 from gateway.config.runtime import Runtime
 from gateway.config.schema.experiments import ExperimentConfig
+from gateway.core.metering import max_cost_nanos
 from gateway.experiments.job import ShadowJob
 from gateway.experiments.judge import JUDGE_MAX_TOKENS
 from gateway.ledger.period import MS_PER_DAY
-from gateway.metering import max_cost_nanos
 
 COMPARED_TOKENS = 8_000
 """The input a comparison call is held for: the judge's excerpts of the question and both answers, or

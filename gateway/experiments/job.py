@@ -8,8 +8,8 @@ from typing import Any
 
 from gateway.base.types import Tenant
 from gateway.config.experiments import Watch
+from gateway.core.planning import CHAT, Front
 from gateway.experiments.replay import Replay
-from gateway.planning import CHAT, Front
 
 PATHS = {"chat": "/chat/completions", "responses": "/responses", "messages": "/messages"}
 

@@ -21,6 +21,7 @@ from gateway.config.experiments import Watch, matches, sampled
 from gateway.config.reload import ConfigStore
 from gateway.config.runtime import Runtime
 from gateway.config.schema.experiments import bill_tenant
+from gateway.core.planning import Front
 from gateway.experiments.candidate import ShadowServices
 from gateway.experiments.job import PATHS, ShadowJob
 from gateway.experiments.notes import NEW_CONVERSATION, SHADOW_JOBS
@@ -40,7 +41,6 @@ from gateway.experiments.store import ExperimentKeys, add_pairs, add_traffic
 from gateway.experiments.tally import Tally
 from gateway.experiments.trouble import REDIS_FAILURES, ErrorCount, RedisTrouble
 from gateway.ledger import BudgetConfig, Budgets
-from gateway.planning import Front
 from gateway.sampling.buckets import bucket_low
 from gateway.upstream.calls import UpstreamPool
 

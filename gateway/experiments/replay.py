@@ -16,8 +16,8 @@ import httpx
 
 from gateway.base.types import Usage
 from gateway.config.runtime import Route
+from gateway.core.planning import Plan
 from gateway.experiments.answer import Answer
-from gateway.planning import Plan
 
 
 @dataclass(frozen=True, slots=True)

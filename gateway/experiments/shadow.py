@@ -30,6 +30,8 @@ from gateway.base.record import Observer, RequestRecord, notify
 from gateway.config.reload import ConfigStore
 from gateway.config.runtime import Runtime
 from gateway.config.schema.experiments import ExperimentConfig
+from gateway.core.planning import latest_instruction
+from gateway.core.transforms import UpstreamEmbedder, cheap_completer
 from gateway.experiments.agreement import Agreement, agreement, cosine, uses_tools
 from gateway.experiments.answer import Answer
 from gateway.experiments.candidate import CandidateCall, ShadowServices
@@ -42,9 +44,7 @@ from gateway.experiments.shed import shed_reason
 from gateway.experiments.sides import SHADOW, side_of
 from gateway.experiments.tally import Tally
 from gateway.ledger import Budgets
-from gateway.planning import latest_instruction
 from gateway.sampling.decide import is_sampled
-from gateway.transforms import UpstreamEmbedder, cheap_completer
 from gateway.upstream.calls import UpstreamPool
 
 log = structlog.get_logger("gateway.experiments")

@@ -2,7 +2,7 @@
 
 Modules, one concept each:
 
-- ``front``        ``MessagesFront`` (what ``gateway.planning`` needs to count and transform a request)
+- ``front``        ``MessagesFront`` (what ``gateway.core.planning`` needs to count and transform a request)
                    and ``check_messages``, the checks of a body
 - ``view``         the adapter: content blocks to chat-style messages for counting and the compressors,
                    and the compressors' result back to messages (kept messages are the original objects)

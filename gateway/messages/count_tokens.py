@@ -5,7 +5,7 @@ the truth lets a conversation run into the window or over a price line. The gate
 itself (an estimate: Claude's tokenizer is not public) and, when the model's provider offers the count
 (``messages_count_tokens: true``), asks it too; the answer is the larger of the two, never less than the
 gateway's own count. Counting is not billed: no cost event, no budget hold; it is limited per tenant, its
-body capped, and refused to a tenant whose hard budget is spent (``gateway.count_calls``).
+body capped, and refused to a tenant whose hard budget is spent (``gateway.proxy.count_calls``).
 """
 
 from __future__ import annotations
@@ -18,20 +18,20 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway import body as bodies
-from gateway.admission import Hold
 from gateway.base.record import notify_soon
-from gateway.body import headers_of
-from gateway.count_calls import admitted_body, check_budget_left
+from gateway.core import body as bodies
+from gateway.core.admission import Hold
+from gateway.core.body import headers_of
+from gateway.core.shared_objects import check_shared
 from gateway.messages import reply
 from gateway.messages.confirm import offers_count, provider_count
 from gateway.messages.front import MESSAGES, check_messages
 from gateway.messages.pipeline import anthropic_routes
 from gateway.messages.references import messages_references
-from gateway.shared_objects import check_shared
+from gateway.proxy.count_calls import admitted_body, check_budget_left
 
 if TYPE_CHECKING:
-    from gateway.pipeline import Pipeline
+    from gateway.proxy.pipeline import Pipeline
 
 
 async def count_tokens(pipeline: Pipeline, request: Request) -> Response:

@@ -1,5 +1,5 @@
-"""``MessagesFront``: an Anthropic Messages request as ``gateway.planning`` sees it, and the checks of its
-body."""
+"""``MessagesFront``: an Anthropic Messages request as ``gateway.core.planning`` sees it, and the checks of
+its body."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.base.errors import InvalidRequest
-from gateway.body import JsonObject, require_model
+from gateway.core.body import JsonObject, require_model
 from gateway.messages.breakpoints import ttls
 from gateway.messages.counting import count_prompt, messages_upper_bound
 from gateway.messages.view import BREAKPOINTS, from_view, to_view

@@ -1,5 +1,5 @@
 """``POST /v1/messages``: the chat flow (count, decide, admit, transform, forward, meter, respond) through
-the Messages adapter, ``gateway.messages.front``; ``gateway.pipeline.Pipeline.messages`` delegates here.
+the Messages adapter, ``gateway.messages.front``; ``gateway.proxy.pipeline.Pipeline.messages`` delegates here.
 
 What differs from chat and Responses:
 
@@ -26,12 +26,14 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway import body as bodies
-from gateway.admission import Hold, admitted
 from gateway.base.errors import InvalidRequest
 from gateway.base.record import notify, notify_soon
-from gateway.body import headers_of
 from gateway.config.runtime import Route
+from gateway.core import body as bodies
+from gateway.core.admission import Hold, admitted
+from gateway.core.body import headers_of
+from gateway.core.planning import Plan, planned_body
+from gateway.core.shared_objects import check_shared
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.messages import reply
 from gateway.messages.confirm import confirmer
@@ -40,15 +42,13 @@ from gateway.messages.references import messages_references
 from gateway.messages.replay import MESSAGES_REPLAY
 from gateway.messages.stream import answer_of
 from gateway.messages.thinking import for_another_model
-from gateway.planning import Plan, planned_body
 from gateway.responses.calls import with_query
 from gateway.servertools.allowance import check_allowed
 from gateway.servertools.requested import messages_tools
-from gateway.shared_objects import check_shared
 from gateway.upstream.calls import send
 
 if TYPE_CHECKING:
-    from gateway.pipeline import Pipeline
+    from gateway.proxy.pipeline import Pipeline
 
 THINKING_DROPPED = "x-gateway-thinking-dropped"
 

@@ -1,4 +1,4 @@
-"""What a Messages body names of the provider's account-wide objects (``gateway.shared_objects``).
+"""What a Messages body names of the provider's account-wide objects (``gateway.core.shared_objects``).
 
 In ``messages`` (and in the content of ``tool_result`` blocks): a ``document`` or ``image`` whose
 ``source`` is ``{"type": "file", "file_id": ...}``, and a ``container_upload`` block's ``file_id``. At the
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from gateway.shared_objects import Reference, named
+from gateway.core.shared_objects import Reference, named
 
 
 def messages_references(body: Mapping[str, Any]) -> Iterator[Reference]:

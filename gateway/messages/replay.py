@@ -10,12 +10,12 @@ import httpx
 import orjson
 
 from gateway.config.runtime import Route
+from gateway.core.planning import Plan, planned_body
 from gateway.experiments.bounded import drain
 from gateway.experiments.replay import Reading
 from gateway.messages.stream import MessagesStreamReader, answer_of, blocks_answer
 from gateway.messages.thinking import for_another_model
 from gateway.money.anthropic_usage import usage_from_anthropic
-from gateway.planning import Plan, planned_body
 
 
 class MessagesReplay:

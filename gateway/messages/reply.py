@@ -19,10 +19,10 @@ import httpx
 import orjson
 from starlette.responses import Response, StreamingResponse
 
-from gateway import replies
 from gateway.base.record import RequestRecord
 from gateway.base.types import Usage
-from gateway.body import json_object
+from gateway.core import replies
+from gateway.core.body import json_object
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.messages.stream import MessagesStreamReader, blocks_answer, finish_reason_of
 from gateway.money.anthropic_usage import usage_from_anthropic

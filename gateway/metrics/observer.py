@@ -13,7 +13,7 @@ from typing import Any
 from gateway.base.money import NANOS_PER_USD
 from gateway.base.record import RequestRecord
 from gateway.config.schema.root import GatewayConfig, ModelConfig
-from gateway.count_limit import COUNT_ENDPOINTS
+from gateway.core.count_limit import COUNT_ENDPOINTS
 from gateway.ledger import CostEvent
 from gateway.metrics.families import Families
 from gateway.servertools.kinds import parse_uses_text

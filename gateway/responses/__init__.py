@@ -7,7 +7,7 @@ Modules, one concept each:
 - ``view``      the adapter: input items to chat-style messages for counting and the compressors, and
                 the compressors' result back to input items (kept groups are their original items)
 - ``counting``  tokens of a Responses request (instructions, every input item, tools), upper bound
-- ``front``     ``ResponsesFront``: what ``gateway.planning`` needs to count and transform a request
+- ``front``     ``ResponsesFront``: what ``gateway.core.planning`` needs to count and transform a request
 - ``memory``    what the gateway remembers of each response it saw (usage, provider), in Redis
 - ``stored``    the memory and the settler of background responses, held beside the pipeline
 - ``chain``     ``previous_response_id``: the estimated size of the history stored upstream

@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway import body as bodies
-from gateway import replies
-from gateway.admission import Hold
 from gateway.base.record import RequestRecord, notify, notify_soon
-from gateway.body import headers_of
-from gateway.count_calls import admitted_body, check_budget_left
-from gateway.metering import max_cost_nanos
+from gateway.core import body as bodies
+from gateway.core import replies
+from gateway.core.admission import Hold
+from gateway.core.body import headers_of
+from gateway.core.metering import max_cost_nanos
+from gateway.core.planning import with_model
 from gateway.money.usage import usage_from_openai
-from gateway.planning import with_model
+from gateway.proxy.count_calls import admitted_body, check_budget_left
 from gateway.responses import reply as responses_reply
 from gateway.responses.counting import responses_upper_bound
 from gateway.responses.ownership import check_references, owned
@@ -33,7 +33,7 @@ from gateway.responses.where import route_for_id
 from gateway.upstream.calls import Exchange, send
 
 if TYPE_CHECKING:
-    from gateway.pipeline import Pipeline
+    from gateway.proxy.pipeline import Pipeline
     from gateway.responses.stored import StoredResponses
 
 METERED = frozenset({"compact"})
@@ -86,7 +86,7 @@ async def by_model(
     pipeline: Pipeline, responses: StoredResponses, request: Request, operation: str
 ) -> Response:
     """``compact`` runs a model: it takes a budget hold (the most its input and output can cost) and is
-    billed; ``input_tokens`` only counts, within its tenant's limit (``gateway.count_calls``)."""
+    billed; ``input_tokens`` only counts, within its tenant's limit (``gateway.proxy.count_calls``)."""
     record = pipeline.begin(request, f"responses_{operation}")
     metered = operation in METERED
     hold = Hold(pipeline.budgets)

@@ -3,7 +3,7 @@
 The size of the chain is estimated from what the gateway remembered of the previous response (its input
 and output tokens) plus this request's own input; the policy's bands apply to that estimate. Stored
 history cannot be compressed or excerpted, so a decision to transform follows the policy's fallbacks
-(``gateway.planning``): forward with a warning while the invariant allows, else reject with a message
+(``gateway.core.planning``): forward with a warning while the invariant allows, else reject with a message
 that says why. A reroute, and any fallback model, must stay with the provider that stores the history.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from gateway.base.errors import ContextLengthExceeded
 from gateway.config.runtime import Route
-from gateway.planning import StoredHistory
+from gateway.core.planning import StoredHistory
 from gateway.responses.memory import Remembered
 from policies.notices import header_value
 

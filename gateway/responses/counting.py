@@ -49,7 +49,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
-from gateway.planning import countable
+from gateway.core.planning import countable
 from gateway.responses.items import REASONING, input_items, is_call, is_message, is_output, kind_of
 from gateway.responses.view import to_view
 from gateway.tokens import bound

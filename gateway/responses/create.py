@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway import body as bodies
-from gateway.admission import Hold, admitted
 from gateway.base.record import notify, notify_soon
-from gateway.body import headers_of
+from gateway.core import body as bodies
+from gateway.core.admission import Hold, admitted
+from gateway.core.body import headers_of
+from gateway.core.planning import planned_body
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
-from gateway.planning import planned_body
 from gateway.responses import reply as responses_reply
 from gateway.responses.chain import chain_notice, route_for_chain, stored_history, with_provider
 from gateway.responses.confirm import confirmer
@@ -28,7 +28,7 @@ from gateway.servertools.requested import responses_tools
 from gateway.upstream.calls import send
 
 if TYPE_CHECKING:
-    from gateway.pipeline import Pipeline
+    from gateway.proxy.pipeline import Pipeline
     from gateway.responses.stored import StoredResponses
 
 

@@ -1,4 +1,5 @@
-"""``ResponsesFront``: a Responses request as ``gateway.planning`` sees it, and the checks of its body."""
+"""``ResponsesFront``: a Responses request as ``gateway.core.planning`` sees it, and the checks of its
+body."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.base.errors import InvalidRequest
-from gateway.body import JsonObject, require_model
+from gateway.core.body import JsonObject, require_model
 from gateway.responses.counting import count_responses, responses_upper_bound
 from gateway.responses.view import from_view, to_view
 from gateway.tokens.counter import TokenCount, TokenCounter

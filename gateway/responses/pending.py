@@ -30,8 +30,8 @@ from gateway.base.counterfactual_cache import Basis, CounterfactualCache
 from gateway.base.errors import GatewayError, RouteNotFound, UpstreamError, UpstreamRejected
 from gateway.base.record import Observer, RequestRecord, notify
 from gateway.base.types import Tenant
-from gateway.body import json_object
 from gateway.config.reload import ConfigStore
+from gateway.core.body import json_object
 from gateway.money.usage import usage_from_openai
 from gateway.responses.memory import Remembered, ResponseMemory
 from gateway.responses.stream import finish_reason_of

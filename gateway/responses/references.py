@@ -1,4 +1,4 @@
-"""What a Responses body names of the provider's account-wide objects (``gateway.shared_objects``).
+"""What a Responses body names of the provider's account-wide objects (``gateway.core.shared_objects``).
 
 ``conversation``; ``prompt.id`` and the files among its ``variables``; in ``input``, an
 ``item_reference`` (an item of a stored response: the gateway does not remember item ids, so only a tenant
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from gateway.shared_objects import Reference, file_parts, named
+from gateway.core.shared_objects import Reference, file_parts, named
 
 
 def responses_references(body: Mapping[str, Any]) -> Iterator[Reference]:

@@ -9,10 +9,10 @@ from typing import Any
 import httpx
 
 from gateway.config.runtime import Route
+from gateway.core.planning import Plan, planned_body
 from gateway.experiments.bounded import drain
 from gateway.experiments.replay import Reading
 from gateway.money.usage import usage_from_openai
-from gateway.planning import Plan, planned_body
 from gateway.responses.stream import ResponsesStreamReader, answer_of
 
 

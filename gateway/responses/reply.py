@@ -16,9 +16,10 @@ import anyio
 import httpx
 from starlette.responses import Response, StreamingResponse
 
-from gateway import replies
 from gateway.base.record import RequestRecord
-from gateway.body import json_object
+from gateway.core import replies
+from gateway.core.body import json_object
+from gateway.core.usage_report import rewrite_event
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.money.usage import usage_from_openai
 from gateway.responses.memory import Remember
@@ -26,7 +27,6 @@ from gateway.responses.stream import ResponsesStreamReader, answer_of, finish_re
 from gateway.servertools.reported import response_uses
 from gateway.upstream.calls import Exchange
 from gateway.upstream.sse import EventRewriter
-from gateway.usage_report import rewrite_event
 
 
 async def complete(record: RequestRecord, exchange: Exchange, *, remember: Remember) -> Response:

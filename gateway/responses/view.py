@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from gateway.planning import TransformFailed
+from gateway.core.planning import TransformFailed
 from gateway.responses.items import (
     OPAQUE_FIELDS,
     REASONING,

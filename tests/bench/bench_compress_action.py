@@ -50,10 +50,10 @@ from compressors.summary.selection import select
 from compressors.summary.store import SummaryStore
 from gateway.app import create_app
 from gateway.base.record import RequestRecord
-from gateway.cache import RedisCache
 from gateway.config.schema.root import ProviderConfig
 from gateway.config.settings import Settings
-from gateway.planning import plan_chat
+from gateway.core.cache import RedisCache
+from gateway.core.planning import plan_chat
 from gateway.redis.server import EmbeddedRedis, free_port
 from gateway.tokens.adapter import ModelTokens
 from policies import Facts

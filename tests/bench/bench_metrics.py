@@ -41,9 +41,9 @@ def measure(calls: int, directory: Path) -> dict[str, tuple[float, float]]:
     from gateway.base.types import Tenant, Usage
     from gateway.config.loading import load_config
     from gateway.config.settings import Settings
+    from gateway.core.metering import LedgerRecorder
     from gateway.ledger import Ledger
     from gateway.logs import RequestLog, configure_logging
-    from gateway.metering import LedgerRecorder
     from gateway.metrics import GatewayMetrics, RequestMetrics, StateReading
     from tests.factories import make_config, shared_counter, write_config
 

@@ -14,7 +14,7 @@ import pytest
 from redis.asyncio.cluster import RedisCluster
 
 from gateway.base.errors import BudgetExceeded
-from gateway.cache import RedisCache
+from gateway.core.cache import RedisCache
 from gateway.ledger import BudgetConfig, Budgets, CostEvent, Ledger, LedgerKeys, LedgerReader, Period
 from gateway.ledger.period import day_of
 from gateway.ledger.reply import integer

@@ -23,10 +23,10 @@ from openai.types.chat import ChatCompletionMessageParam
 from gateway.base.money import NANOS_PER_USD
 from gateway.base.types import Usage
 from gateway.config.schema.root import GatewayConfig, ModelPricing
+from gateway.core.metering import max_cost_nanos
 from gateway.ledger import CostEvent, LedgerReader, Period, usd
 from gateway.ledger.period import day_of
 from gateway.ledger.spool import REJECTED
-from gateway.metering import max_cost_nanos
 from gateway.money.pricing import nanos_per_token, price, price_at_tier
 from gateway.redis.server import EmbeddedRedis, free_port
 from tests.e2e.ledger_helpers import (

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.cache import RedisCache
+from gateway.core.cache import RedisCache
 from gateway.redis.server import EmbeddedRedis, free_port
 
 

@@ -30,10 +30,10 @@ from gateway.cli import main
 from gateway.config.runtime import Runtime, build_runtime
 from gateway.config.schema.root import GatewayConfig, ProviderConfig
 from gateway.config.settings import Settings
+from gateway.core.planning import TransformFailed
+from gateway.core.transforms import CompressorTransforms
 from gateway.ledger import CostEvent
 from gateway.ledger.period import Period
-from gateway.planning import TransformFailed
-from gateway.transforms import CompressorTransforms
 from gateway.upstream.calls import UpstreamPool
 from policies import Action, Facts
 from tests.factories import (

@@ -16,8 +16,8 @@ from gateway.conversations.fingerprint import Chain
 from gateway.conversations.state import ConversationState, Seen
 from gateway.conversations.store import Recalled
 from gateway.conversations.trace import Prompt, retention_of
+from gateway.core.planning import CHAT
 from gateway.messages.front import MESSAGES
-from gateway.planning import CHAT
 from tests.factories import shared_counter
 
 MODEL = "claude-sonnet-4-5"

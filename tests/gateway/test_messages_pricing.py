@@ -1,4 +1,4 @@
-"""Anthropic's prices through ``gateway.metering.cost_of``: cache reads at the cached-input price, writes
+"""Anthropic's prices through ``gateway.core.metering.cost_of``: cache reads at the cached-input price, writes
 at 1.25x (5 minutes) and 2x (1 hour), and the whole-request long-context tier above 200K input tokens."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from gateway.base.money import usd
 from gateway.base.types import Usage
 from gateway.config.schema.root import GatewayConfig, ModelPricing
-from gateway.metering import cost_of
+from gateway.core.metering import cost_of
 from gateway.money.anthropic_usage import usage_from_anthropic
 from gateway.money.pricing import price
 from tests.factories import make_config

@@ -25,8 +25,8 @@ from gateway.base.types import Tenant, Usage
 from gateway.config.schema.ledger import LedgerConfig
 from gateway.config.schema.root import GatewayConfig
 from gateway.config.schema.sampling import PROBE_TENANT
+from gateway.core.metering import DEFAULT_MAX_OUTPUT_TOKENS, LedgerRecorder, cost_of, max_cost_nanos
 from gateway.ledger import CostEvent, Ledger, LedgerReader, Period
-from gateway.metering import DEFAULT_MAX_OUTPUT_TOKENS, LedgerRecorder, cost_of, max_cost_nanos
 from gateway.money.pricing import price
 from tests.factories import UPSTREAM, chat_body, completion, make_config, shared_counter
 from tests.gateway.test_metrics import metered_client

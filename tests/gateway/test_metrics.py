@@ -25,8 +25,8 @@ from gateway.base.types import Tenant, Usage
 from gateway.config.loading import ConfigError, load_config
 from gateway.config.schema.root import GatewayConfig
 from gateway.config.settings import Settings
+from gateway.core.metering import LedgerRecorder
 from gateway.ledger import Ledger
-from gateway.metering import LedgerRecorder
 from gateway.metrics import GatewayMetrics, RequestMetrics, SpoolCollector, StateReading
 from tests.factories import (
     ADMIN_KEY,

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.planning import TransformFailed, countable
+from gateway.core.planning import TransformFailed, countable
 from gateway.responses.counting import count_responses, image_parts
 from gateway.responses.items import groups, input_items
 from gateway.responses.view import ITEMS, from_view, to_view

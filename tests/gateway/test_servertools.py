@@ -15,8 +15,8 @@ from gateway.base.money import usd
 from gateway.base.types import Usage
 from gateway.config.loading import ConfigError, parse_config
 from gateway.config.schema.root import ModelConfig, ModelPricing, PriceTier, TenantConfig
+from gateway.core.metering import held_tool_nanos, max_cost_nanos
 from gateway.ledger import CostEvent
-from gateway.metering import held_tool_nanos, max_cost_nanos
 from gateway.money.pricing import price
 from gateway.servertools.allowance import check_allowed
 from gateway.servertools.kinds import parse_uses_text, tool_uses, uses_text

@@ -12,7 +12,7 @@ import orjson
 import pytest
 import respx
 
-from gateway.streaming import ChatStreamReader
+from gateway.core.streaming import ChatStreamReader
 from tests.factories import UPSTREAM, chat_body, gateway_client
 
 USAGE = {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13}

@@ -8,9 +8,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from gateway.core.streaming import ChatStreamReader
+from gateway.core.usage_report import reported, rewrite_answer, rewrite_event
 from gateway.responses.reply import Reporter
-from gateway.streaming import ChatStreamReader
-from gateway.usage_report import reported, rewrite_answer, rewrite_event
 from tests.gateway.test_compression_pipeline import Upstream, compression_config, history, serving, tokens_of
 
 

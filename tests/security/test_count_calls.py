@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 import respx
 
 from gateway.base.errors import RateLimited
-from gateway.count_limit import CountLimiter
+from gateway.core.count_limit import CountLimiter
 from tests.factories import TENANT_KEY, UPSTREAM, chat_body, completion, gateway_client, make_config
 from tests.gateway.test_metrics import scrape, value
 from tests.security.conftest import app_events

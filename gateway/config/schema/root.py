@@ -162,7 +162,7 @@ SharedObjectKind = Literal[
     "files", "vector_stores", "containers", "conversations", "skills", "prompts", "response_items"
 ]
 """Kinds of objects the provider keeps for its whole account that a request body may name by id
-(``gateway.shared_objects``)."""
+(``gateway.core.shared_objects``)."""
 
 
 class TenantConfig(_Strict):

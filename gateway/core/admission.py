@@ -3,10 +3,10 @@
 The hold is the most the request can cost: its call on the most expensive model it may go to (the
 decided one and its fallbacks), every choice's output cap included, and the most its server-side tools can
 cost there (each tool's ``max_uses``, Responses' ``max_tool_calls``, else ``limits.held_tool_uses``, times
-the model's ``per_use`` price: ``gateway.metering.held_tool_nanos``), plus the side calls its transforms may
-make (the cheap model's summary calls, the embeddings of hybrid retrieval). It is settled by the request's
-own cost event (the ledger applies both in one step) or released when the request fails before it reaches
-a model. Requests from a trusted probe are billed to the ``probe`` tenant and take no hold on the caller's
+the model's ``per_use`` price: ``gateway.core.metering.held_tool_nanos``), plus the side calls its transforms
+may make (the cheap model's summary calls, the embeddings of hybrid retrieval). It is settled by the request's
+own cost event (the ledger applies both in one step) or released when the request fails before it reaches a
+model. Requests from a trusted probe are billed to the ``probe`` tenant and take no hold on the caller's
 budget.
 """
 
@@ -24,10 +24,10 @@ from gateway.config.passthrough import Grant
 from gateway.config.runtime import Route, Runtime
 from gateway.config.schema.root import GatewayConfig
 from gateway.config.schema.sampling import PROBE_TENANT
+from gateway.core.metering import max_cost_nanos
+from gateway.core.planning import Plan
 from gateway.ledger import Budgets, Reservation
-from gateway.metering import max_cost_nanos
 from gateway.money.pricing import price
-from gateway.planning import Plan
 from gateway.sampling.decide import trusted_probe
 from gateway.servertools.requested import NO_TOOLS, RequestedTools
 from policies import Decision

@@ -12,10 +12,10 @@ from compressors.lru import Lru
 from compressors.protocols import Completer, Message
 from compressors.summary import CannotCompress, SummarizeOldTurns, SummaryFailed, SummarySettings
 from gateway.base.record import RequestRecord
-from gateway.cache import RedisCache
 from gateway.config.runtime import Runtime
+from gateway.core.cache import RedisCache
+from gateway.core.planning import TransformFailed
 from gateway.money.usage import usage_from_openai
-from gateway.planning import TransformFailed
 from gateway.tokens.adapter import ModelTokens
 from gateway.upstream.calls import UpstreamPool
 from gateway.upstream.side_calls import side_call

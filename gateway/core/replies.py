@@ -17,12 +17,12 @@ from starlette.responses import Response, StreamingResponse
 
 from gateway.base.record import RequestRecord
 from gateway.base.types import Usage
-from gateway.body import json_object
+from gateway.core.body import json_object
+from gateway.core.streaming import ChatStreamReader
+from gateway.core.usage_report import rewrite_answer
 from gateway.money.usage import usage_from_openai
 from gateway.sampling.logprobs import LogprobTally, completion_logprobs
-from gateway.streaming import ChatStreamReader
 from gateway.upstream.calls import Exchange
-from gateway.usage_report import rewrite_answer
 
 PASSED_UPSTREAM_HEADERS = ("openai-processing-ms", "openai-version", "x-ratelimit-")
 

@@ -14,9 +14,9 @@ from gateway.base.record import Observer, RequestRecord, notify
 from gateway.config.runtime import Runtime
 from gateway.conversations.notes import LOOKED
 from gateway.conversations.store import ConversationStore
-from gateway.metering import side_calls_nanos
-from gateway.planning import Plan
-from gateway.transforms import CompressorTransforms
+from gateway.core.metering import side_calls_nanos
+from gateway.core.planning import Plan
+from gateway.core.transforms import CompressorTransforms
 
 
 def precompress_after(

@@ -11,11 +11,11 @@ from collections.abc import Mapping
 
 from starlette.requests import Request
 
-from gateway import body as bodies
-from gateway.admission import Hold
 from gateway.base.record import RequestRecord
 from gateway.config.runtime import Runtime
-from gateway.count_limit import CountLimiter
+from gateway.core import body as bodies
+from gateway.core.admission import Hold
+from gateway.core.count_limit import CountLimiter
 
 
 async def admitted_body(

@@ -20,14 +20,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from compressors.lru import Lru
-from gateway import replies
-from gateway.admission import Hold, ceiling_nanos
-from gateway.attempts import note_timeouts, note_upstream_failure
 from gateway.base.background import Background
 from gateway.base.errors import ClientClosedRequest, GatewayError, UpstreamError
 from gateway.base.record import NO_ACTION, Observer, RequestRecord, notify, notify_soon
 from gateway.base.types import Tenant
-from gateway.body import headers_of
 from gateway.config.auth import presented_key
 from gateway.config.reload import ConfigStore
 from gateway.config.runtime import Runtime
@@ -37,19 +33,23 @@ from gateway.conversations.notes import LOOKED, TRACE
 from gateway.conversations.pricing import counterfactual_of, look_up, rewritten_before
 from gateway.conversations.requests import conversation_trace, look_up_before, remember_request, tracked
 from gateway.conversations.store import ConversationStore
-from gateway.count_limit import CountLimiter
+from gateway.core import replies
+from gateway.core.admission import Hold, ceiling_nanos
+from gateway.core.attempts import note_timeouts, note_upstream_failure
+from gateway.core.body import headers_of
+from gateway.core.count_limit import CountLimiter
+from gateway.core.metering import LedgerRecorder
+from gateway.core.planning import CHAT, Front, Plan, StoredHistory, plan_chat
+from gateway.core.request_ids import client_request_id, new_request_id
+from gateway.core.transforms import CompressorTransforms
 from gateway.experiments.live import Experiments
 from gateway.experiments.notes import NEW_CONVERSATION
 from gateway.experiments.trouble import ErrorCount
 from gateway.ledger import Budgets
-from gateway.metering import LedgerRecorder
-from gateway.planning import CHAT, Front, Plan, StoredHistory, plan_chat
-from gateway.precompress import precompress_after
-from gateway.request_ids import client_request_id, new_request_id
+from gateway.proxy.precompress import precompress_after
 from gateway.sampling.decide import is_probe
 from gateway.servertools.requested import NO_TOOLS, RequestedTools
 from gateway.tokens.counter import TokenCount
-from gateway.transforms import CompressorTransforms
 from gateway.upstream.calls import Exchange, UpstreamPool
 from gateway.upstream.provider_count import Confirm
 from policies import Action, Decision
@@ -242,7 +242,7 @@ class Pipeline:
             record.proposed_action = decision.proposed.value
 
     def after_response(self, runtime: Runtime, record: RequestRecord, plan: Plan) -> None:
-        """Pre-compression, when the decision asks for it (``gateway.precompress``)."""
+        """Pre-compression, when the decision asks for it (``gateway.proxy.precompress``)."""
         precompress_after(
             runtime,
             record,

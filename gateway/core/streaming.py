@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
+from gateway.core.usage_report import rewrite_event
 from gateway.upstream.sse import EventSplitter, data_of, events, swapped, with_data
-from gateway.usage_report import rewrite_event
 
 _NULL_USAGE = re.compile(rb',\s*"usage"\s*:\s*null|"usage"\s*:\s*null\s*,?\s*')
 """The ``"usage": null`` key of a chunk, with its comma. An unescaped ``"`` cannot occur inside a JSON
@@ -35,7 +35,7 @@ class ChatStreamReader:
     ) -> None:
         self.strip_usage_chunk = strip_usage_chunk
         self.report_prompt_tokens = report_prompt_tokens
-        """Rewrite the usage chunk to show this many prompt tokens (``gateway.usage_report``)."""
+        """Rewrite the usage chunk to show this many prompt tokens (``gateway.core.usage_report``)."""
         self.started = started
         self.first_token_seconds: float | None = None
         self.finish_reason: str | None = None
