@@ -19,14 +19,14 @@ from gateway.base.errors import GatewayError
 from gateway.config.schema.sampling import SamplingConfig
 from gateway.config.settings import Settings
 from gateway.experiments import routes as experiments_routes
+from gateway.fronts.messages import routes as messages_routes
+from gateway.fronts.responses import routes as responses_routes
 from gateway.ledger import LedgerReader
 from gateway.ledger import routes as ledger_routes
 from gateway.lifespan import open_gateway
 from gateway.logs import configure_logging
-from gateway.messages import routes as messages_routes
 from gateway.metrics.route import scrape as scrape_metrics
 from gateway.paths import PathGuard
-from gateway.responses import routes as responses_routes
 from gateway.sampling import routes as sampling_routes
 from gateway.tokens.counter import TokenCounter
 from gateway.upstream.calls import ClientFactory

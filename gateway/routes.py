@@ -12,11 +12,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway import chat, forwarded
 from gateway.base.echo import echoed
 from gateway.base.errors import AuthenticationFailed, GatewayError, NotFound, PermissionDenied, RouteNotFound
 from gateway.base.types import Tenant
 from gateway.core.request_ids import client_request_id, new_request_id
+from gateway.fronts import chat, forwarded
 
 if TYPE_CHECKING:
     from gateway.state import GatewayState

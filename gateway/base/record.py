@@ -117,7 +117,7 @@ class RequestRecord:
     """Who pays, when not the caller (a trusted probe is billed to the ``probe`` tenant)."""
     pending_response: str | None = None
     """A background response still running upstream: its cost event is recorded when it ends
-    (``gateway.responses.pending``), not with this request's."""
+    (``gateway.fronts.responses.pending``), not with this request's."""
     transformed: bool = False
     """The gateway rewrote the prompt (a summary, excerpts) before sending it."""
     looking: asyncio.Task[None] | None = None

@@ -107,7 +107,7 @@ class LedgerRecorder:
 
     def events(self, record: RequestRecord) -> list[tuple[CostEvent, str]]:
         """The request's own event (when it reached a model; for a background response still running, when
-        it ends: ``gateway.responses.pending``) and one per side call, with their kinds."""
+        it ends: ``gateway.fronts.responses.pending``) and one per side call, with their kinds."""
         if record.tenant is None:
             return []
         config = self._config()

@@ -8,10 +8,10 @@ refused (403 ``shared_objects_not_granted``) unless its tenant holds the grant f
 ``tenants.<name>.shared_objects`` in the config, or a passthrough entry granting it the kind's path
 (``/files/**``: a tenant that may list and read the account's files loses nothing by naming one).
 
-Each front lists the references its body can hold (``chat_references`` here; ``gateway.responses.references``
-and ``gateway.messages.references``), looking only where such fields can be, on the body already parsed;
-the grant is looked up only for a reference found, so a request that names none pays one walk over its
-messages and nothing else.
+Each front lists the references its body can hold (``chat_references`` here;
+``gateway.fronts.responses.references`` and ``gateway.fronts.messages.references``), looking only where such
+fields can be, on the body already parsed; the grant is looked up only for a reference found, so a request
+that names none pays one walk over its messages and nothing else.
 """
 
 from __future__ import annotations

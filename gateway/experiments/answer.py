@@ -1,8 +1,8 @@
 """What a model answered, in one shape for every API: its text, the tools it called, why it stopped.
 
 Read from a whole chat completion or what a chat stream assembled; the Responses and Messages fronts read
-theirs the same way (``gateway.responses.stream``, ``gateway.messages.stream``). The shadow comparison
-works on these and never on the bytes.
+theirs the same way (``gateway.fronts.responses.stream``, ``gateway.fronts.messages.stream``). The shadow
+comparison works on these and never on the bytes.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 its bytes, and how to read the candidate's answer in that front's API, whole or as a stream read up to
 ``limits.shadow_max_response_bytes``.
 
-Each front hands its own to ``Experiments.watch`` (``gateway.chat``, ``gateway.responses.replay``,
-``gateway.messages.replay``), so that experiments know no front.
+Each front hands its own to ``Experiments.watch`` (``gateway.fronts.chat``,
+``gateway.fronts.responses.replay``, ``gateway.fronts.messages.replay``), so that experiments know no front.
 """
 
 from __future__ import annotations

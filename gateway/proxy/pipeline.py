@@ -1,9 +1,9 @@
 """One request, top to bottom: authenticate, parse, route, forward, meter, respond.
 
 Route handlers stay a few lines; this module reads in the order of the request flow. The fronts' flows
-live beside their adapters (``gateway.chat``, ``gateway.responses.create``, ``gateway.messages.pipeline``,
-``gateway.forwarded`` for embeddings and passthrough) and call the steps here: beginning a request,
-planning, noting what was sent, failing, responding.
+live beside their adapters (``gateway.fronts.chat``, ``gateway.fronts.responses.create``,
+``gateway.fronts.messages.pipeline``, ``gateway.fronts.forwarded`` for embeddings and passthrough) and call
+the steps here: beginning a request, planning, noting what was sent, failing, responding.
 """
 
 from __future__ import annotations

@@ -40,10 +40,10 @@ import orjson
 
 from gateway.base.types import Usage
 from gateway.config.schema.root import ModelPricing
+from gateway.fronts.responses.counting import count_responses
 from gateway.money.anthropic_usage import usage_from_anthropic
 from gateway.money.pricing import price
 from gateway.money.usage import usage_from_openai
-from gateway.responses.counting import count_responses
 from tests.bench.families import CLAUDE, FAMILIES, Family, Step
 from tests.bench.family_checks import present, strings_of, switches, text_of_body
 from tests.bench.savings import (

@@ -13,7 +13,7 @@ from gateway.config.loading import ConfigError, load_config
 from gateway.experiments.agreement import agreement, token_overlap
 from gateway.experiments.answer import Answer, ToolCall, answer_of
 from gateway.experiments.judge import parse_grade
-from gateway.responses.stream import answer_of as responses_answer_of
+from gateway.fronts.responses.stream import answer_of as responses_answer_of
 from tests.factories import make_config, write_config
 
 

@@ -17,7 +17,7 @@ from gateway.conversations.state import ConversationState, Seen
 from gateway.conversations.store import Recalled
 from gateway.conversations.trace import Prompt, retention_of
 from gateway.core.planning import CHAT
-from gateway.messages.front import MESSAGES
+from gateway.fronts.messages.front import MESSAGES
 from tests.factories import shared_counter
 
 MODEL = "claude-sonnet-4-5"

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.messages.counting import (
+from gateway.fronts.messages.counting import (
     ADAPTER_ROLE_TOKENS,
     OPAQUE_CHARS_PER_TOKEN,
     PER_ITEM,
@@ -21,13 +21,13 @@ from gateway.messages.counting import (
     messages_shape,
     messages_upper_bound,
 )
-from gateway.messages.media import (
+from gateway.fronts.messages.media import (
     IMAGE_MAX_TOKENS,
     PDF_ASSUMED_PAGES,
     PDF_PAGE_TOKENS,
     scaled_image_tokens,
 )
-from gateway.messages.view import to_view
+from gateway.fronts.messages.view import to_view
 from gateway.tokens.messages import REPLY_PRIMER
 from gateway.tokens.vocab import SUPPORTED_ENCODINGS
 from tests.factories import shared_counter

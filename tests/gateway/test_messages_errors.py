@@ -16,7 +16,7 @@ from gateway.base.errors import (
     UpstreamRejected,
 )
 from gateway.config.schema.root import ProviderConfig
-from gateway.messages.errors import error_type, render
+from gateway.fronts.messages.errors import error_type, render
 from gateway.upstream.headers import upstream_headers
 
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import respx
 
-from gateway.messages.counting import count_prompt
+from gateway.fronts.messages.counting import count_prompt
 from tests.factories import gateway_client, shared_counter
 from tests.fixtures.haystack import ProseGenerator
 from tests.gateway.test_messages_pipeline import (

@@ -18,9 +18,9 @@ from gateway.config.runtime import build_runtime
 from gateway.config.schema.root import GatewayConfig
 from gateway.core.planning import latest_instruction
 from gateway.core.transforms import CompressorTransforms
-from gateway.messages.breakpoints import EPHEMERAL, count
-from gateway.messages.front import MESSAGES, check_messages
-from gateway.messages.groups import tool_pairs
+from gateway.fronts.messages.breakpoints import EPHEMERAL, count
+from gateway.fronts.messages.front import MESSAGES, check_messages
+from gateway.fronts.messages.groups import tool_pairs
 from gateway.upstream.calls import UpstreamPool
 from policies import Action, Facts
 from policies.actions.compress import is_client_compaction

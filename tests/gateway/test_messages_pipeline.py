@@ -20,7 +20,7 @@ import respx
 from starlette.testclient import TestClient
 
 from gateway.base.money import usd
-from gateway.messages.counting import count_prompt
+from gateway.fronts.messages.counting import count_prompt
 from tests.factories import ADMIN_KEY, TENANT_KEY, gateway_client, make_config, shared_counter
 from tests.mock.anthropic import THINKING, Refused, check, error, message, message_events, signature_for, sse
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import orjson
 
-from gateway.messages.reply import Reporter, reported
+from gateway.fronts.messages.reply import Reporter, reported
 from tests.mock.anthropic import encoded, message_events
 
 USAGE = {

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.messages.stream import MessagesStreamReader, finish_reason_of, merged_usage
+from gateway.fronts.messages.stream import MessagesStreamReader, finish_reason_of, merged_usage
 from tests.mock.anthropic import encoded, message_events, sse
 
 START_USAGE = {

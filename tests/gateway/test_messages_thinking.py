@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from gateway.messages.thinking import without_foreign_thinking, without_thinking
+from gateway.fronts.messages.thinking import without_foreign_thinking, without_thinking
 
 SIGNATURE = "EqQBCkYIBxgCKkBdyn1rO0c7+X0rJ6k3k1L9QeTgVZmY4vPnV3kqN+3L2s4=="
 

@@ -13,9 +13,9 @@ from compressors.retrieval.documents import replace_block, text_blocks
 from compressors.summary.assembly import summary_message
 from compressors.summary.excerpts import excerpt_message
 from gateway.core.planning import TransformFailed
-from gateway.messages.breakpoints import EPHEMERAL, EPHEMERAL_1H, count, locations
-from gateway.messages.groups import tool_pairs
-from gateway.messages.view import BREAKPOINTS, ORIGIN, SYSTEM, from_view, to_view
+from gateway.fronts.messages.breakpoints import EPHEMERAL, EPHEMERAL_1H, count, locations
+from gateway.fronts.messages.groups import tool_pairs
+from gateway.fronts.messages.view import BREAKPOINTS, ORIGIN, SYSTEM, from_view, to_view
 from gateway.tokens.adapter import ModelTokens
 from tests.compressors.test_summary_fakes import make_settings
 from tests.factories import shared_counter

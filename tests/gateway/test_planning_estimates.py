@@ -12,7 +12,7 @@ import pytest
 from gateway.config.runtime import build_runtime
 from gateway.config.schema.root import GatewayConfig
 from gateway.core.planning import plan_chat
-from gateway.messages.front import MESSAGES
+from gateway.fronts.messages.front import MESSAGES
 from policies import Action, Decision, Facts
 from tests.factories import make_config, shared_counter
 from tests.fixtures.haystack import ProseGenerator

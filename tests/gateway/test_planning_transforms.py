@@ -17,7 +17,7 @@ from gateway.base.errors import ContextLengthExceeded
 from gateway.config.runtime import Runtime, build_runtime
 from gateway.config.schema.root import GatewayConfig
 from gateway.core.planning import CHAT, Front, Plan, plan_chat
-from gateway.responses.front import RESPONSES
+from gateway.fronts.responses.front import RESPONSES
 from policies import Action, Decision, Facts
 from tests.factories import make_config, shared_counter
 from tests.fixtures.conversations import conversation_of, tokens_of

@@ -19,9 +19,9 @@ from gateway.config.runtime import Runtime, build_runtime
 from gateway.config.schema.root import GatewayConfig
 from gateway.core.planning import CHAT, Front
 from gateway.core.transforms import CompressorTransforms
-from gateway.messages.breakpoints import EPHEMERAL, count
-from gateway.messages.front import MESSAGES
-from gateway.responses.front import RESPONSES
+from gateway.fronts.messages.breakpoints import EPHEMERAL, count
+from gateway.fronts.messages.front import MESSAGES
+from gateway.fronts.responses.front import RESPONSES
 from gateway.upstream.calls import UpstreamPool
 from policies import Action, Decision, Facts
 from tests.factories import UPSTREAM, completion, make_config, shared_counter

@@ -23,7 +23,7 @@ from starlette.testclient import TestClient
 
 from gateway.base.record import RequestRecord
 from gateway.base.types import Tenant
-from gateway.responses.memory import (
+from gateway.fronts.responses.memory import (
     PENDING_KEY,
     Pending,
     Remembered,

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.responses.counting import (
+from gateway.fronts.responses.counting import (
     ADAPTER_ROLE_TOKENS,
     InputShape,
     count_responses,

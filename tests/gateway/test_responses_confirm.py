@@ -10,8 +10,8 @@ import httpx
 import orjson
 import respx
 
-from gateway.responses.confirm import counting_body
-from gateway.responses.counting import count_responses
+from gateway.fronts.responses.confirm import counting_body
+from gateway.fronts.responses.counting import count_responses
 from tests.factories import TENANT_KEY, UPSTREAM, gateway_client, make_config, shared_counter
 from tests.mock.responses import responses_answer
 

@@ -10,8 +10,8 @@ import anyio
 import pytest
 import redis.asyncio as aioredis
 
+from gateway.fronts.responses.memory import Remembered, ResponseMemory, response_key
 from gateway.redis.server import EmbeddedRedis, free_port
-from gateway.responses.memory import Remembered, ResponseMemory, response_key
 
 VALUE = Remembered(provider="openai", model="gpt-5.4", input_tokens=1_200, output_tokens=80)
 

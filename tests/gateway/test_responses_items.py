@@ -8,9 +8,9 @@ import orjson
 import pytest
 
 from gateway.core.planning import TransformFailed, countable
-from gateway.responses.counting import count_responses, image_parts
-from gateway.responses.items import groups, input_items
-from gateway.responses.view import ITEMS, from_view, to_view
+from gateway.fronts.responses.counting import count_responses, image_parts
+from gateway.fronts.responses.items import groups, input_items
+from gateway.fronts.responses.view import ITEMS, from_view, to_view
 from tests.factories import shared_counter
 from tests.mock.responses import ENCRYPTED
 

@@ -14,9 +14,9 @@ import redis
 import respx
 from starlette.testclient import WebSocketDenialResponse
 
-from gateway.responses.counting import count_responses
-from gateway.responses.items import call_id_of, groups, kind_of
-from gateway.responses.memory import response_key
+from gateway.fronts.responses.counting import count_responses
+from gateway.fronts.responses.items import call_id_of, groups, kind_of
+from gateway.fronts.responses.memory import response_key
 from tests.factories import TENANT_KEY, UPSTREAM, completion, gateway_client, make_config, shared_counter
 from tests.fixtures.haystack import ProseGenerator
 from tests.mock.responses import ENCRYPTED, response_events, responses_answer, sse

@@ -7,7 +7,7 @@ import time
 import orjson
 import pytest
 
-from gateway.responses.stream import ResponsesStreamReader, finish_reason_of
+from gateway.fronts.responses.stream import ResponsesStreamReader, finish_reason_of
 from tests.mock.responses import response_events, responses_answer, sse
 
 TOOL = {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {}}}

@@ -10,7 +10,7 @@ import pytest
 
 from gateway.core.streaming import ChatStreamReader
 from gateway.core.usage_report import reported, rewrite_answer, rewrite_event
-from gateway.responses.reply import Reporter
+from gateway.fronts.responses.reply import Reporter
 from tests.gateway.test_compression_pipeline import Upstream, compression_config, history, serving, tokens_of
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from gateway.config.schema.counting import CountingConfig
-from gateway.responses.counting import count_responses
+from gateway.fronts.responses.counting import count_responses
 from gateway.tokens.counter import TokenCounter
 
 FRAMING = (199999, 199998, 199997)

@@ -1,6 +1,6 @@
 """Attack: a body small in bytes but large in tokens, decided on its byte size and sent over the cliff.
 
-70,000 ``{}`` items are 210 KB and 350,003 tokens; the Responses bound (``gateway.responses.counting``)
+70,000 ``{}`` items are 210 KB and 350,003 tokens; the Responses bound (``gateway.fronts.responses.counting``)
 is proven for every item shape, so such a body is counted exactly and meets its real band.
 """
 

@@ -24,7 +24,7 @@ from gateway.base.types import Usage
 from gateway.core import replies
 from gateway.core.body import json_object
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
-from gateway.messages.stream import MessagesStreamReader, blocks_answer, finish_reason_of
+from gateway.fronts.messages.stream import MessagesStreamReader, blocks_answer, finish_reason_of
 from gateway.money.anthropic_usage import usage_from_anthropic
 from gateway.servertools.reported import most
 from gateway.upstream.calls import Exchange

@@ -21,9 +21,9 @@ from gateway.core import replies
 from gateway.core.body import json_object
 from gateway.core.usage_report import rewrite_event
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
+from gateway.fronts.responses.memory import Remember
+from gateway.fronts.responses.stream import ResponsesStreamReader, answer_of, finish_reason_of
 from gateway.money.usage import usage_from_openai
-from gateway.responses.memory import Remember
-from gateway.responses.stream import ResponsesStreamReader, answer_of, finish_reason_of
 from gateway.servertools.reported import response_uses
 from gateway.upstream.calls import Exchange
 from gateway.upstream.sse import EventRewriter

@@ -1,6 +1,6 @@
-"""``POST /v1/responses``: the chat flow through the Responses adapter (``gateway.responses.front``); history
-stored upstream (``previous_response_id``) is estimated from what the gateway remembered of that response,
-and a chained turn goes to the provider that stores it."""
+"""``POST /v1/responses``: the chat flow through the Responses adapter (``gateway.fronts.responses.front``);
+history stored upstream (``previous_response_id``) is estimated from what the gateway remembered of that
+response, and a chained turn goes to the provider that stores it."""
 
 from __future__ import annotations
 
@@ -15,21 +15,21 @@ from gateway.core.admission import Hold, admitted
 from gateway.core.body import headers_of
 from gateway.core.planning import planned_body
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
-from gateway.responses import reply as responses_reply
-from gateway.responses.chain import chain_notice, route_for_chain, stored_history, with_provider
-from gateway.responses.confirm import confirmer
-from gateway.responses.front import RESPONSES, check_responses
-from gateway.responses.memory import remembering
-from gateway.responses.ownership import check_references
-from gateway.responses.replay import RESPONSES_REPLAY
-from gateway.responses.stream import answer_of
+from gateway.fronts.responses import reply as responses_reply
+from gateway.fronts.responses.chain import chain_notice, route_for_chain, stored_history, with_provider
+from gateway.fronts.responses.confirm import confirmer
+from gateway.fronts.responses.front import RESPONSES, check_responses
+from gateway.fronts.responses.memory import remembering
+from gateway.fronts.responses.ownership import check_references
+from gateway.fronts.responses.replay import RESPONSES_REPLAY
+from gateway.fronts.responses.stream import answer_of
 from gateway.servertools.allowance import check_allowed
 from gateway.servertools.requested import responses_tools
 from gateway.upstream.calls import send
 
 if TYPE_CHECKING:
+    from gateway.fronts.responses.stored import StoredResponses
     from gateway.proxy.pipeline import Pipeline
-    from gateway.responses.stored import StoredResponses
 
 
 async def create(pipeline: Pipeline, responses: StoredResponses, request: Request) -> Response:

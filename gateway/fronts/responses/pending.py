@@ -32,10 +32,10 @@ from gateway.base.record import Observer, RequestRecord, notify
 from gateway.base.types import Tenant
 from gateway.config.reload import ConfigStore
 from gateway.core.body import json_object
+from gateway.fronts.responses.memory import Remembered, ResponseMemory
+from gateway.fronts.responses.stream import finish_reason_of
+from gateway.fronts.responses.where import route_for_id
 from gateway.money.usage import usage_from_openai
-from gateway.responses.memory import Remembered, ResponseMemory
-from gateway.responses.stream import finish_reason_of
-from gateway.responses.where import route_for_id
 from gateway.servertools.reported import response_uses
 from gateway.upstream.calls import UpstreamPool, send
 

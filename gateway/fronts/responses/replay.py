@@ -12,8 +12,8 @@ from gateway.config.runtime import Route
 from gateway.core.planning import Plan, planned_body
 from gateway.experiments.bounded import drain
 from gateway.experiments.replay import Reading
+from gateway.fronts.responses.stream import ResponsesStreamReader, answer_of
 from gateway.money.usage import usage_from_openai
-from gateway.responses.stream import ResponsesStreamReader, answer_of
 
 
 class ResponsesReplay:

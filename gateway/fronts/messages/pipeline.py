@@ -1,19 +1,20 @@
 """``POST /v1/messages``: the chat flow (count, decide, admit, transform, forward, meter, respond) through
-the Messages adapter, ``gateway.messages.front``; ``gateway.proxy.pipeline.Pipeline.messages`` delegates here.
+the Messages adapter, ``gateway.fronts.messages.front``; ``gateway.proxy.pipeline.Pipeline.messages``
+delegates here.
 
 What differs from chat and Responses:
 
 - only models of ``kind: anthropic`` providers serve it (the gateway does not translate between APIs); a
   reroute or a fallback to another kind of provider is left out;
 - the count is an estimate (Claude's tokenizer is not public): near a line it is confirmed with the
-  provider's ``count_tokens`` when the provider offers it (``gateway.messages.confirm``), else decided at
-  the top of its error band (``policies.margin``);
+  provider's ``count_tokens`` when the provider offers it (``gateway.fronts.messages.confirm``), else decided
+  at the top of its error band (``policies.margin``);
 - the query string (``?beta=true``) goes upstream with the request;
 - server-side tools (``web_search_*``, ``web_fetch_*``, ...) are checked against the tenant's allowance and
   held at their ``max_uses`` (``gateway.servertools``);
 - a request sent to another model than the one asked for (a reroute, a fallback) goes without the
   thinking blocks whose signatures only the model asked for can verify, and says so in
-  ``x-gateway-thinking-dropped`` (``gateway.messages.thinking``); in the middle of a tool loop, whose
+  ``x-gateway-thinking-dropped`` (``gateway.fronts.messages.thinking``); in the middle of a tool loop, whose
   assistant message must then start with its thinking, it goes without ``thinking`` for that turn.
 """
 
@@ -35,14 +36,14 @@ from gateway.core.body import headers_of
 from gateway.core.planning import Plan, planned_body
 from gateway.core.shared_objects import check_shared
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
-from gateway.messages import reply
-from gateway.messages.confirm import confirmer
-from gateway.messages.front import MESSAGES, check_messages
-from gateway.messages.references import messages_references
-from gateway.messages.replay import MESSAGES_REPLAY
-from gateway.messages.stream import answer_of
-from gateway.messages.thinking import for_another_model
-from gateway.responses.calls import with_query
+from gateway.fronts.messages import reply
+from gateway.fronts.messages.confirm import confirmer
+from gateway.fronts.messages.front import MESSAGES, check_messages
+from gateway.fronts.messages.references import messages_references
+from gateway.fronts.messages.replay import MESSAGES_REPLAY
+from gateway.fronts.messages.stream import answer_of
+from gateway.fronts.messages.thinking import for_another_model
+from gateway.fronts.responses.calls import with_query
 from gateway.servertools.allowance import check_allowed
 from gateway.servertools.requested import messages_tools
 from gateway.upstream.calls import send

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gateway.responses.memory import ResponseMemory
-from gateway.responses.pending import Settler
+from gateway.fronts.responses.memory import ResponseMemory
+from gateway.fronts.responses.pending import Settler
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,7 @@ created, else the config's first provider. By the body's model (``POST /v1/respo
 ``POST /v1/responses/input_tokens``): that model's provider, under its upstream name. Query strings go
 along. Only ``compact`` runs a model, so only its usage is metered; reading a response back must not be
 billed twice (a background response is billed once, as the request that created it, when a read shows it
-ended: ``gateway.responses.pending``).
+ended: ``gateway.fronts.responses.pending``).
 """
 
 from __future__ import annotations
@@ -24,17 +24,17 @@ from gateway.core.admission import Hold
 from gateway.core.body import headers_of
 from gateway.core.metering import max_cost_nanos
 from gateway.core.planning import with_model
+from gateway.fronts.responses import reply as responses_reply
+from gateway.fronts.responses.counting import responses_upper_bound
+from gateway.fronts.responses.ownership import check_references, owned
+from gateway.fronts.responses.where import route_for_id
 from gateway.money.usage import usage_from_openai
 from gateway.proxy.count_calls import admitted_body, check_budget_left
-from gateway.responses import reply as responses_reply
-from gateway.responses.counting import responses_upper_bound
-from gateway.responses.ownership import check_references, owned
-from gateway.responses.where import route_for_id
 from gateway.upstream.calls import Exchange, send
 
 if TYPE_CHECKING:
+    from gateway.fronts.responses.stored import StoredResponses
     from gateway.proxy.pipeline import Pipeline
-    from gateway.responses.stored import StoredResponses
 
 METERED = frozenset({"compact"})
 
@@ -43,7 +43,7 @@ async def by_id(
     pipeline: Pipeline, responses: StoredResponses, request: Request, response_id: str, action: str = ""
 ) -> Response:
     """A call about one response. ``GET ...?stream=true`` is relayed as it arrives. A background
-    response seen ended here has its cost recorded (``gateway.responses.pending``); one about to be
+    response seen ended here has its cost recorded (``gateway.fronts.responses.pending``); one about to be
     deleted is looked at first, while the provider can still tell."""
     record = pipeline.begin(request, "responses_lookup")
     async with pipeline.failing(record):

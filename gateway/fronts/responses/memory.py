@@ -9,7 +9,7 @@ keeps responses (30 days by default).
 
 A response still running upstream (``background: true``) is remembered with what its cost event needs
 (``Pending``) and queued in one sorted set, ``gw:responses:pending``, scored by when to look at it next
-(``gateway.responses.pending`` settles it).
+(``gateway.fronts.responses.pending`` settles it).
 
 On a Redis Cluster every write ends with ``WAIT`` (``gateway.redis.replication``): a value a master took but
 no replica confirmed is also kept by ``UnwrittenResponses`` and written again until a replica confirms a write
@@ -32,10 +32,10 @@ import structlog
 from redis.exceptions import RedisClusterException, RedisError
 
 from gateway.base.record import RequestRecord
+from gateway.fronts.responses.unwritten import UnwrittenResponses
 from gateway.redis import pipelined
 from gateway.redis.pipelined import describe
 from gateway.redis.replication import add_waits, nodes_to_confirm, refresh_topology, unconfirmed
-from gateway.responses.unwritten import UnwrittenResponses
 
 DEFAULT_TTL_SECONDS = 30 * 24 * 3600
 MAX_ID_LENGTH = 256
@@ -329,7 +329,7 @@ def remembering(memory: ResponseMemory, record: RequestRecord, *, keep: bool, ba
     """What remembers the response of ``record`` by its id: its size and provider, for a next turn
     (nothing when the upstream does not store it: ``store: false``); for a background response still
     running, what its cost event will need, and ``record.pending_response`` (its cost is recorded when it
-    ends, by ``gateway.responses.pending``; if Redis cannot keep that, the request's estimate is)."""
+    ends, by ``gateway.fronts.responses.pending``; if Redis cannot keep that, the request's estimate is)."""
 
     async def remember(response_id: str, response: Mapping[str, Any] | None) -> None:
         if record.tenant is None or record.called_model is None:

@@ -7,7 +7,7 @@ create — another tenant's, or one made outside the gateway — is answered 404
 not exist, unless the tenant is configured with ``allow_unknown_responses`` (then it goes to the provider
 as before). The same holds for ``previous_response_id``; and the objects the provider shares across the
 account that a body names (a ``conversation``, files, vector stores, a stored prompt, an
-``item_reference``: ``gateway.responses.references``) need the tenant's grant
+``item_reference``: ``gateway.fronts.responses.references``) need the tenant's grant
 (``gateway.core.shared_objects``).
 """
 
@@ -20,8 +20,8 @@ from typing import Any
 from gateway.base.errors import InvalidRequest, NotFound
 from gateway.config.runtime import Runtime
 from gateway.core.shared_objects import check_shared
-from gateway.responses.memory import Remembered, ResponseMemory
-from gateway.responses.references import responses_references
+from gateway.fronts.responses.memory import Remembered, ResponseMemory
+from gateway.fronts.responses.references import responses_references
 
 _RESPONSE_ID = re.compile(r"[A-Za-z0-9_\-]{1,256}")
 

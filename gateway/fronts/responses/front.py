@@ -8,8 +8,8 @@ from typing import Any
 
 from gateway.base.errors import InvalidRequest
 from gateway.core.body import JsonObject, require_model
-from gateway.responses.counting import count_responses, responses_upper_bound
-from gateway.responses.view import from_view, to_view
+from gateway.fronts.responses.counting import count_responses, responses_upper_bound
+from gateway.fronts.responses.view import from_view, to_view
 from gateway.tokens.counter import TokenCount, TokenCounter
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from gateway.core.planning import TransformFailed
-from gateway.responses.items import (
+from gateway.fronts.responses.items import (
     OPAQUE_FIELDS,
     REASONING,
     Item,

@@ -51,8 +51,8 @@ from typing import Any
 import orjson
 
 from gateway.core.planning import countable
-from gateway.messages.media import DOCUMENT_MAX_TOKENS, IMAGE_MAX_TOKENS, document_tokens, image_tokens
-from gateway.messages.view import to_view
+from gateway.fronts.messages.media import DOCUMENT_MAX_TOKENS, IMAGE_MAX_TOKENS, document_tokens, image_tokens
+from gateway.fronts.messages.view import to_view
 from gateway.tokens.bound import REPRINT_GROWTH
 from gateway.tokens.counter import TokenCount, TokenCounter
 from gateway.tokens.messages import PER_MESSAGE, REPLY_PRIMER, MessageTokens

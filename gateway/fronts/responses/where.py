@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gateway.base.errors import RouteNotFound
 from gateway.config.runtime import Route, Runtime
-from gateway.responses.memory import Remembered
+from gateway.fronts.responses.memory import Remembered
 
 
 def route_for_id(runtime: Runtime, remembered: Remembered | None) -> Route:

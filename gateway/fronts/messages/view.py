@@ -38,10 +38,10 @@ from typing import Any
 import orjson
 
 from compressors.messages import ORIGIN as COMPRESSORS_ORIGIN
-from gateway.messages import breakpoints
-from gateway.messages.edits import Edit, edits_of, rebuilt
-from gateway.messages.groups import Kept, check_groups
-from gateway.messages.parts import STRING_CONTENT, block_parts, printed, text_part
+from gateway.fronts.messages import breakpoints
+from gateway.fronts.messages.edits import Edit, edits_of, rebuilt
+from gateway.fronts.messages.groups import Kept, check_groups
+from gateway.fronts.messages.parts import STRING_CONTENT, block_parts, printed, text_part
 
 Message = dict[str, Any]
 

@@ -23,11 +23,11 @@ from gateway.core import body as bodies
 from gateway.core.admission import Hold
 from gateway.core.body import headers_of
 from gateway.core.shared_objects import check_shared
-from gateway.messages import reply
-from gateway.messages.confirm import offers_count, provider_count
-from gateway.messages.front import MESSAGES, check_messages
-from gateway.messages.pipeline import anthropic_routes
-from gateway.messages.references import messages_references
+from gateway.fronts.messages import reply
+from gateway.fronts.messages.confirm import offers_count, provider_count
+from gateway.fronts.messages.front import MESSAGES, check_messages
+from gateway.fronts.messages.pipeline import anthropic_routes
+from gateway.fronts.messages.references import messages_references
 from gateway.proxy.count_calls import admitted_body, check_budget_left
 
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ from gateway.config.runtime import Route
 from gateway.core.planning import Plan, planned_body
 from gateway.experiments.bounded import drain
 from gateway.experiments.replay import Reading
-from gateway.messages.stream import MessagesStreamReader, answer_of, blocks_answer
-from gateway.messages.thinking import for_another_model
+from gateway.fronts.messages.stream import MessagesStreamReader, answer_of, blocks_answer
+from gateway.fronts.messages.thinking import for_another_model
 from gateway.money.anthropic_usage import usage_from_anthropic
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from gateway.base.errors import ContextLengthExceeded
 from gateway.config.runtime import Route
 from gateway.core.planning import StoredHistory
-from gateway.responses.memory import Remembered
+from gateway.fronts.responses.memory import Remembered
 from policies.notices import header_value
 
 

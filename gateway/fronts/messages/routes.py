@@ -1,5 +1,5 @@
 """The HTTP handlers of the Messages front: a few lines each, the work is in the pipeline. Every error on
-them is answered in Anthropic's shape (``gateway.messages.errors``).
+them is answered in Anthropic's shape (``gateway.fronts.messages.errors``).
 
 Beside ``POST /v1/messages`` and its ``count_tokens``, what Claude Code also calls: ``GET /v1/models`` (and
 ``/v1/models/{id}``) with ``anthropic-version`` gets Anthropic's list format, and
@@ -17,9 +17,9 @@ from gateway import routes
 from gateway.base.echo import echoed
 from gateway.base.errors import InvalidRequest, ModelNotFound
 from gateway.config.runtime import Route, Runtime
-from gateway.messages import count_tokens as counting_call
-from gateway.messages import pipeline
-from gateway.messages.errors import anthropic_errors
+from gateway.fronts.messages import count_tokens as counting_call
+from gateway.fronts.messages import pipeline
+from gateway.fronts.messages.errors import anthropic_errors
 from gateway.routes import json_response, state_of
 
 EPOCH = "1970-01-01T00:00:00Z"

@@ -7,8 +7,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket
 
-from gateway.responses import calls
-from gateway.responses.create import create as create_response
+from gateway.fronts.responses import calls
+from gateway.fronts.responses.create import create as create_response
 from gateway.routes import state_of
 
 WEBSOCKET_REFUSAL = (

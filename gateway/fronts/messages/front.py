@@ -8,9 +8,9 @@ from typing import Any
 
 from gateway.base.errors import InvalidRequest
 from gateway.core.body import JsonObject, require_model
-from gateway.messages.breakpoints import ttls
-from gateway.messages.counting import count_prompt, messages_upper_bound
-from gateway.messages.view import BREAKPOINTS, from_view, to_view
+from gateway.fronts.messages.breakpoints import ttls
+from gateway.fronts.messages.counting import count_prompt, messages_upper_bound
+from gateway.fronts.messages.view import BREAKPOINTS, from_view, to_view
 from gateway.tokens.counter import TokenCount, TokenCounter
 
 ROLES = frozenset({"user", "assistant"})

@@ -14,7 +14,7 @@ from gateway.core.shared_objects import Reference, named
 
 
 def messages_references(body: Mapping[str, Any]) -> Iterator[Reference]:
-    """``messages`` is checked to be a list of objects (``gateway.messages.front.check_messages``)."""
+    """``messages`` is checked to be a list of objects (``gateway.fronts.messages.front.check_messages``)."""
     for number, message in enumerate(body["messages"]):
         yield from _blocks(message.get("content"), f"messages[{number}].content", nested=True)
     container = body.get("container")

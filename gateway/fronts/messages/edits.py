@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gateway.core.planning import TransformFailed
-from gateway.messages.parts import READ_ONLY, SOURCE, STRING_CONTENT, block_parts
+from gateway.fronts.messages.parts import READ_ONLY, SOURCE, STRING_CONTENT, block_parts
 
 Edit = tuple[int, int, str, str]
 """(block, inner block or -1, field, new text)."""

@@ -15,7 +15,7 @@ from gateway.core.admission import Hold, passthrough_ceiling_nanos
 from gateway.core.body import headers_of
 from gateway.core.metering import max_cost_nanos
 from gateway.core.planning import with_model
-from gateway.responses.calls import with_query
+from gateway.fronts.responses.calls import with_query
 from gateway.upstream.calls import send
 
 if TYPE_CHECKING:

@@ -50,8 +50,8 @@ from fractions import Fraction
 from typing import Any
 
 from gateway.core.planning import countable
-from gateway.responses.items import REASONING, input_items, is_call, is_message, is_output, kind_of
-from gateway.responses.view import to_view
+from gateway.fronts.responses.items import REASONING, input_items, is_call, is_message, is_output, kind_of
+from gateway.fronts.responses.view import to_view
 from gateway.tokens import bound
 from gateway.tokens.counter import TokenCount, TokenCounter
 from gateway.tokens.messages import PER_MESSAGE, REPLY_PRIMER
