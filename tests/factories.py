@@ -13,10 +13,10 @@ import respx
 import yaml
 from starlette.testclient import TestClient
 
-from gateway.app import create_app
 from gateway.config.schema.counting import CountingConfig
 from gateway.config.schema.root import ProviderConfig
 from gateway.config.settings import Settings
+from gateway.edge.app import create_app
 from gateway.tokens.counter import TokenCounter
 
 TENANT_KEY = "sk-test-tenant-key"

@@ -122,7 +122,10 @@ def test_starting_the_gateway_imports_no_retrieval_stack() -> None:
     import subprocess
     import sys
 
-    probe = "import sys, gateway.app, gateway.lifespan; print(sorted({'numpy', 'bm25s'} & set(sys.modules)))"
+    probe = (
+        "import sys, gateway.edge.app, gateway.edge.lifespan; "
+        "print(sorted({'numpy', 'bm25s'} & set(sys.modules)))"
+    )
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert loaded.stdout.strip() == "[]"
 

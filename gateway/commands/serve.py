@@ -1,6 +1,6 @@
 """``gateway serve``: run the gateway with uvicorn (uvloop, httptools), N worker processes.
 
-HTTP is ``gateway.server_protocol``: uvicorn's httptools protocol with limits on request heads (size,
+HTTP is ``gateway.edge.server_protocol``: uvicorn's httptools protocol with limits on request heads (size,
 count) and timeouts for heads and bodies that stop arriving; idle keep-alive is uvicorn's own timeout.
 
 Every option is also an environment variable (``GATEWAY_<OPTION>``). Without a Redis URL an embedded Redis
@@ -39,12 +39,12 @@ from gateway.config.loading import ConfigError, load_config
 from gateway.config.schema.root import GatewayConfig
 from gateway.config.settings import Settings
 from gateway.config.startup import admin_notice, startup_notices
-from gateway.logs import configure_logging
+from gateway.edge.logs import configure_logging
+from gateway.edge.server_protocol import GuardedHttpToolsProtocol
 from gateway.mockupstream.server import MockUpstream, tenant_key, try_lines
 from gateway.redis.connect import RedisModeError, redis_mode, where
 from gateway.redis.server import EmbeddedRedis, EmbeddedRedisError, embedded_redis_dir
 from gateway.redis.version import RedisVersionError, check_configured
-from gateway.server_protocol import GuardedHttpToolsProtocol
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 WORKER_HEALTHCHECK_SECONDS = 30
@@ -203,7 +203,7 @@ def serve_gateway(settings: Settings, mock: MockUpstream | None) -> int:
         return 2
     try:
         uvicorn.run(
-            "gateway.app:create_app_from_env",
+            "gateway.edge.app:create_app_from_env",
             factory=True,
             host=settings.host,
             port=settings.port,

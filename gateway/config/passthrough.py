@@ -4,7 +4,7 @@ Nothing is forwarded by default. Each entry of the config's ``passthrough`` list
 (``*`` one segment, a final ``/**`` any number), its methods, and optionally its provider, the tenants it
 is granted to (required for the provider's shared objects: files, batches, vector stores, ...), a budget
 hold per call and a price per call. The path a request names has been checked at the edge
-(``gateway.paths``: no dot segments, no encoded separators), so the path matched here is the path sent.
+(``gateway.edge.paths``: no dot segments, no encoded separators), so the path matched here is the path sent.
 """
 
 from __future__ import annotations

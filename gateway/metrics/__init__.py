@@ -1,5 +1,5 @@
 """Prometheus metrics: what every request did (an observer), the state of the ledger and the config, and
-their exposition, correct across worker processes (``GET /metrics`` is ``gateway.metrics.route``, a route
+their exposition, correct across worker processes (``GET /metrics`` is ``gateway.edge.metrics_route``, a route
 of the HTTP edge).
 
 Under ``gateway serve`` the metrics run in prometheus_client's multiprocess mode: ``PROMETHEUS_MULTIPROC_DIR``

@@ -48,12 +48,12 @@ from fastapi import FastAPI
 from compressors.summary.keys import prefix_hashes
 from compressors.summary.selection import select
 from compressors.summary.store import SummaryStore
-from gateway.app import create_app
 from gateway.base.record import RequestRecord
 from gateway.config.schema.root import ProviderConfig
 from gateway.config.settings import Settings
 from gateway.core.cache import RedisCache
 from gateway.core.planning import plan_chat
+from gateway.edge.app import create_app
 from gateway.redis.server import EmbeddedRedis, free_port
 from gateway.tokens.adapter import ModelTokens
 from policies import Facts

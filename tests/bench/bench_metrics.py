@@ -42,8 +42,8 @@ def measure(calls: int, directory: Path) -> dict[str, tuple[float, float]]:
     from gateway.config.loading import load_config
     from gateway.config.settings import Settings
     from gateway.core.metering import LedgerRecorder
+    from gateway.edge.logs import RequestLog, configure_logging
     from gateway.ledger import Ledger
-    from gateway.logs import RequestLog, configure_logging
     from gateway.metrics import GatewayMetrics, RequestMetrics, StateReading
     from tests.factories import make_config, shared_counter, write_config
 

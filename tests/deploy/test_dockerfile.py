@@ -73,7 +73,7 @@ def test_dockerfile_builder_installs_the_project_non_editable(dockerfile: Docker
     ]
     assert project, "no stage installs the project itself"
     # Importing the app at build time turns a dependency missing from pyproject.toml into a build error.
-    assert any("import gateway.app" in item.arguments for item in project)
+    assert any("import gateway.edge.app" in item.arguments for item in project)
     for item in installs:
         # An editable install points the venv at /src, which the final stage does not have.
         assert not {"-e", "--editable"} & set(words(item)), f"line {item.line}"

@@ -12,8 +12,8 @@ from tests.deploy.manifests import ROOT
     ("patterns", "path", "expected"),
     [
         (["*"], "README.md", False),
-        (["*"], "gateway/app.py", False),  # the directory matches, so everything below it goes
-        (["*", "!gateway"], "gateway/app.py", True),
+        (["*"], "gateway/edge/app.py", False),  # the directory matches, so everything below it goes
+        (["*", "!gateway"], "gateway/edge/app.py", True),
         (["*", "!gateway/"], "gateway/commands/serve.py", True),
         (["*", "!deploy/gateway.example.yaml"], "deploy/gateway.example.yaml", True),
         (["*", "!deploy/gateway.example.yaml"], "deploy/Dockerfile", False),
@@ -56,7 +56,13 @@ def test_dockerignore_keeps_local_state_and_secrets_out_of_the_context(path: str
 
 @pytest.mark.parametrize(
     "path",
-    ["pyproject.toml", "README.md", "gateway/app.py", "policies/default.yaml", "deploy/gateway.example.yaml"],
+    [
+        "pyproject.toml",
+        "README.md",
+        "gateway/edge/app.py",
+        "policies/default.yaml",
+        "deploy/gateway.example.yaml",
+    ],
 )
 def test_dockerignore_sends_what_the_build_needs(path: str) -> None:
     rules = parse_dockerignore((ROOT / ".dockerignore").read_text(encoding="utf-8"))

@@ -15,10 +15,10 @@ from redis.asyncio.cluster import RedisCluster
 
 from gateway.base.errors import BudgetExceeded
 from gateway.core.cache import RedisCache
+from gateway.edge.lifespan import redis_client
 from gateway.ledger import BudgetConfig, Budgets, CostEvent, Ledger, LedgerKeys, LedgerReader, Period
 from gateway.ledger.period import day_of
 from gateway.ledger.reply import integer
-from gateway.lifespan import redis_client
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.store import Entry, append
 from tests.cluster import Cluster, names_on_every_master, redis_cluster

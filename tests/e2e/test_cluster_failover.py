@@ -17,8 +17,8 @@ import pytest
 from redis.asyncio.cluster import RedisCluster
 from redis.crc import key_slot
 
+from gateway.edge.lifespan import redis_client
 from gateway.ledger import LedgerReader, Period
-from gateway.lifespan import redis_client
 from tests.cluster import Cluster, Node, names_on_every_master, redis_cluster
 from tests.e2e.ledger_helpers import wait_until
 from tests.e2e.test_shutdown import mock_config, serving

@@ -14,11 +14,11 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError
 
 from gateway.config.schema.ledger import LedgerConfig
+from gateway.edge.lifespan import redis_client
 from gateway.fronts.responses.memory import Remembered, ResponseMemory, response_key
 from gateway.ledger import LedgerReader, Period
 from gateway.ledger.event import CostEvent
 from gateway.ledger.writer import Ledger
-from gateway.lifespan import redis_client
 from tests.cluster import Cluster, Node, names_on_every_master, redis_cluster
 from tests.e2e.ledger_helpers import wait_until
 from tests.gateway.test_ledger_event import NOV_30_NOON, make_event

@@ -11,9 +11,9 @@ import orjson
 import pytest
 import respx
 
-from gateway.app import create_app
 from gateway.config.schema.root import ProviderConfig
 from gateway.config.settings import Settings
+from gateway.edge.app import create_app
 from tests.factories import (
     ADMIN_KEY,
     TENANT_KEY,

@@ -29,6 +29,6 @@ def test_help_has_no_rest_markup(path: str, parser: argparse.ArgumentParser) -> 
 
 
 def test_plain_turns_literals_into_text_and_drops_module_references() -> None:
-    written = "``gateway serve``: run it (``gateway.server_protocol``); ``--port`` is\n``GATEWAY_PORT``."
+    written = "``gateway serve``: run it (``gateway.edge.server_protocol``); ``--port`` is\n``GATEWAY_PORT``."
     assert plain(written) == "gateway serve: run it; --port is\nGATEWAY_PORT."
     assert plain(None) is None

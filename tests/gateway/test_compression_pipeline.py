@@ -24,7 +24,6 @@ import respx
 from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
-from gateway.app import create_app
 from gateway.base.record import RequestRecord
 from gateway.cli import main
 from gateway.config.runtime import Runtime, build_runtime
@@ -32,6 +31,7 @@ from gateway.config.schema.root import GatewayConfig, ProviderConfig
 from gateway.config.settings import Settings
 from gateway.core.planning import TransformFailed
 from gateway.core.transforms import CompressorTransforms
+from gateway.edge.app import create_app
 from gateway.ledger import CostEvent
 from gateway.ledger.period import Period
 from gateway.upstream.calls import UpstreamPool

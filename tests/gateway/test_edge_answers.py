@@ -9,8 +9,8 @@ import pytest
 import respx
 from starlette.testclient import TestClient
 
-from gateway.app import create_app
 from gateway.config.settings import Settings
+from gateway.edge.app import create_app
 from tests.factories import TENANT_KEY, gateway_client, make_config, shared_counter, write_config
 
 

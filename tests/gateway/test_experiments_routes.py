@@ -16,12 +16,12 @@ from fastapi import FastAPI, Request
 from gateway.base.errors import AuthenticationFailed, GatewayError
 from gateway.config.loading import load_config
 from gateway.config.schema.root import GatewayConfig
+from gateway.edge.routes import render_gateway_error
 from gateway.experiments import reading, routes, store
 from gateway.experiments.routes import admin_router
 from gateway.experiments.store import ExperimentKeys, add_pair, add_traffic
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import day_of
-from gateway.routes import render_gateway_error
 from tests.factories import ADMIN_KEY, gateway_client, make_config, write_config
 from tests.gateway.experiment_factories import make_pair, make_side, text_agreement
 

@@ -18,7 +18,6 @@ import respx
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
-from gateway.app import create_app
 from gateway.base.counterfactual_cache import Basis, CounterfactualCache
 from gateway.base.record import RequestRecord, SideCall
 from gateway.base.types import Tenant, Usage
@@ -26,6 +25,7 @@ from gateway.config.loading import ConfigError, load_config
 from gateway.config.schema.root import GatewayConfig
 from gateway.config.settings import Settings
 from gateway.core.metering import LedgerRecorder
+from gateway.edge.app import create_app
 from gateway.ledger import Ledger
 from gateway.metrics import GatewayMetrics, RequestMetrics, SpoolCollector, StateReading
 from tests.factories import (

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from gateway.config.settings import Settings
-from gateway.readiness import Lasting
+from gateway.edge.readiness import Lasting
 
 
 def test_readiness_failure_counts_once_it_has_lasted_the_grace() -> None:

@@ -21,10 +21,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.app import create_app
 from gateway.cli import main
 from gateway.config.schema.root import ProviderConfig
 from gateway.config.settings import Settings
+from gateway.edge.app import create_app
 from gateway.redis.server import free_port
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.needle import ProbeResult

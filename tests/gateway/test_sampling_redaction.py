@@ -12,10 +12,10 @@ import pytest
 import redis.asyncio as aioredis
 import respx
 
-from gateway.app import create_app
 from gateway.config.schema.root import ProviderConfig
 from gateway.config.schema.sampling import SamplingConfig
 from gateway.config.settings import Settings
+from gateway.edge.app import create_app
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.observer import Sampler
 from gateway.sampling.reader import SampleReader

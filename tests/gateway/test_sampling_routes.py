@@ -12,7 +12,7 @@ from fastapi import FastAPI, Request
 
 from gateway.base.errors import AuthenticationFailed, GatewayError
 from gateway.config.schema.sampling import SamplingConfig
-from gateway.routes import render_gateway_error
+from gateway.edge.routes import render_gateway_error
 from gateway.sampling import routes
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.needle import ProbeResult

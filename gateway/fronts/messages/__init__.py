@@ -22,8 +22,7 @@ Modules, one concept each:
 - ``reply``        the answer to the client, whole or streamed, and what the gateway learns from it
 - ``errors``       errors in Anthropic's shape
 - ``pipeline``     ``POST /v1/messages`` through the pipeline; ``count_tokens`` the client's count
-- ``routes``       the HTTP handlers
 
-The package root imports nothing. Anthropic's usage object is read by
-``gateway.money.anthropic_usage``.
+The package root imports nothing; the HTTP handlers are ``gateway.edge.messages_routes``. Anthropic's usage
+object is read by ``gateway.money.anthropic_usage``.
 """

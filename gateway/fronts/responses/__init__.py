@@ -18,7 +18,6 @@ Modules, one concept each:
 - ``replay``    a shadow call's copy of a request, and its answer read (``gateway.experiments.replay``)
 - ``reply``     the answer to the client, whole or streamed, and what the gateway learns from it
 - ``calls``     the other calls (by id, streamed or not; compact, input_tokens), to the right provider
-- ``routes``    the HTTP handlers (create, compact, input_tokens, by id, the WebSocket refusal)
 
-The package root imports nothing.
+The package root imports nothing; the HTTP handlers are ``gateway.edge.responses_routes``.
 """

@@ -24,21 +24,21 @@ from gateway.config.settings import Settings
 from gateway.conversations.recorder import ConversationRecorder
 from gateway.conversations.store import ConversationStore
 from gateway.core.metering import LedgerRecorder
+from gateway.edge.logs import RequestLog
+from gateway.edge.readiness import Readiness
+from gateway.edge.state import GatewayState
 from gateway.fronts.responses.memory import ResponseMemory
 from gateway.fronts.responses.pending import Settler
 from gateway.fronts.responses.stored import StoredResponses
 from gateway.ledger import BudgetConfig, Budgets, Ledger, LedgerReader
-from gateway.logs import RequestLog
 from gateway.metrics import GatewayMetrics, RequestMetrics, StateReading
 from gateway.proxy.pipeline import Pipeline
-from gateway.readiness import Readiness
 from gateway.redis.connect import RedisModeError, open_redis
 from gateway.redis.connect import redis_client as redis_client  # its home before gateway.redis.connect
 from gateway.redis.mode import ModeWatch
 from gateway.redis.server import EmbeddedRedis, embedded_redis_dir
 from gateway.sampling.observer import Sampler
 from gateway.sampling.store import SampleWriter
-from gateway.state import GatewayState
 from gateway.tokens.counter import TokenCounter
 from gateway.upstream.calls import ClientFactory, UpstreamPool, default_client
 

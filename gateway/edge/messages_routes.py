@@ -13,14 +13,14 @@ from collections.abc import Mapping
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway import routes
 from gateway.base.echo import echoed
 from gateway.base.errors import InvalidRequest, ModelNotFound
 from gateway.config.runtime import Route, Runtime
+from gateway.edge import routes
+from gateway.edge.routes import json_response, state_of
 from gateway.fronts.messages import count_tokens as counting_call
 from gateway.fronts.messages import pipeline
 from gateway.fronts.messages.errors import anthropic_errors
-from gateway.routes import json_response, state_of
 
 EPOCH = "1970-01-01T00:00:00Z"
 """``created_at`` of every listed model: the config does not say when a model was released."""

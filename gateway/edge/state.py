@@ -8,11 +8,11 @@ import redis.asyncio as aioredis
 
 from gateway.config.reload import ConfigStore
 from gateway.config.settings import Settings
+from gateway.edge.readiness import Readiness
 from gateway.fronts.responses.stored import StoredResponses
 from gateway.ledger import Ledger, LedgerReader
 from gateway.metrics.exposition import GatewayMetrics
 from gateway.proxy.pipeline import Pipeline
-from gateway.readiness import Readiness
 from gateway.redis.mode import ModeWatch
 from gateway.sampling.store import SampleWriter
 from gateway.upstream.calls import UpstreamPool

@@ -19,7 +19,7 @@ from gateway.core.request_ids import client_request_id, new_request_id
 from gateway.fronts import chat, forwarded
 
 if TYPE_CHECKING:
-    from gateway.state import GatewayState
+    from gateway.edge.state import GatewayState
 
 
 def state_of(request: Request) -> GatewayState:
@@ -98,7 +98,7 @@ def stamp_request_ids(request: Request) -> dict[str, str]:
 
 
 async def readyz(request: Request) -> Response:
-    """Ready while the config is loaded and cost events can be written (``gateway.readiness``)."""
+    """Ready while the config is loaded and cost events can be written (``gateway.edge.readiness``)."""
     verdict = await state_of(request).readiness.verdict()
     body = {"status": "ready" if verdict.ready else "not ready", "checks": verdict.checks}
     return json_response(body, 200 if verdict.ready else 503)

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.base.errors import AuthenticationFailed
-from gateway.routes import state_of
+from gateway.edge.routes import state_of
 
 
 async def scrape(request: Request) -> Response:

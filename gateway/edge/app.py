@@ -13,20 +13,18 @@ from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 
-from gateway import routes
-from gateway.admin import admin_config_router
 from gateway.base.errors import GatewayError
 from gateway.config.schema.sampling import SamplingConfig
 from gateway.config.settings import Settings
+from gateway.edge import messages_routes, responses_routes, routes
+from gateway.edge.admin import admin_config_router
+from gateway.edge.lifespan import open_gateway
+from gateway.edge.logs import configure_logging
+from gateway.edge.metrics_route import scrape as scrape_metrics
+from gateway.edge.paths import PathGuard
 from gateway.experiments import routes as experiments_routes
-from gateway.fronts.messages import routes as messages_routes
-from gateway.fronts.responses import routes as responses_routes
 from gateway.ledger import LedgerReader
 from gateway.ledger import routes as ledger_routes
-from gateway.lifespan import open_gateway
-from gateway.logs import configure_logging
-from gateway.metrics.route import scrape as scrape_metrics
-from gateway.paths import PathGuard
 from gateway.sampling import routes as sampling_routes
 from gateway.tokens.counter import TokenCounter
 from gateway.upstream.calls import ClientFactory

@@ -7,9 +7,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket
 
+from gateway.edge.routes import state_of
 from gateway.fronts.responses import calls
 from gateway.fronts.responses.create import create as create_response
-from gateway.routes import state_of
 
 WEBSOCKET_REFUSAL = (
     "WebSocket is not supported on /v1/responses by this gateway: send POST /v1/responses over HTTP "

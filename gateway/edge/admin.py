@@ -12,7 +12,7 @@ from gateway.base.errors import InvalidRequest
 from gateway.config.auth import KEY_ID_LENGTH
 from gateway.config.loading import ConfigError
 from gateway.config.schema.root import GatewayConfig
-from gateway.routes import json_response, require_admin, state_of
+from gateway.edge.routes import json_response, require_admin, state_of
 
 REDACTED = "***"
 
