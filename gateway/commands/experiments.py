@@ -29,11 +29,11 @@ from gateway.commands.store import (
     store_options,
 )
 from gateway.config.settings import Settings
-from gateway.experiments.figures import dollars
-from gateway.experiments.html import render_html
-from gateway.experiments.reading import Listed, Setting, list_experiments, read_report
-from gateway.experiments.report import report_document
-from gateway.experiments.table import render_report
+from gateway.experiments.report.figures import dollars
+from gateway.experiments.report.html import render_html
+from gateway.experiments.report.reading import Listed, Setting, list_experiments, read_report
+from gateway.experiments.report.report import report_document
+from gateway.experiments.report.table import render_report
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:

@@ -22,7 +22,7 @@ from gateway.edge.lifespan import open_gateway
 from gateway.edge.logs import configure_logging
 from gateway.edge.metrics_route import scrape as scrape_metrics
 from gateway.edge.paths import PathGuard
-from gateway.experiments import routes as experiments_routes
+from gateway.experiments.report import routes as experiments_routes
 from gateway.ledger import LedgerReader
 from gateway.ledger import routes as ledger_routes
 from gateway.sampling import routes as sampling_routes

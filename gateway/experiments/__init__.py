@@ -4,4 +4,7 @@
 over and compares the two answers; ``split`` routes a share of matching conversations to the candidate,
 sticky per conversation. Both are observers and one routing step; neither is on a request's path unless
 it matches.
+
+Their report (read back, compared, shown as text, HTML or JSON) is in ``report/``; which experiments watch
+a request is ``gateway.config.experiments``, their config section ``gateway.config.schema.experiments``.
 """

@@ -1,5 +1,5 @@
 """What a shadow experiment keeps of a request: the job the candidate's copy is made from, and each
-model's side of a pair as the report reads it (``gateway.experiments.records``)."""
+model's side of a pair as the report reads it (``gateway.experiments.report.records``)."""
 
 from __future__ import annotations
 

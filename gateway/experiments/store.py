@@ -6,7 +6,8 @@ a hash tag, ``{experiment:<name>}``, the same tag as the ledger tenant its shado
 key                                   type    holds
 ====================================  ======  ===============================================================
 gw:{experiment:<name>}:pairs          stream  one entry per compared request (field ``pair``: its JSON,
-                                              ``gateway.experiments.records``), capped at ``PAIRS_MAXLEN``
+                                              ``gateway.experiments.report.records``), capped at
+                                              ``PAIRS_MAXLEN``
 gw:{experiment:<name>}:traffic:<day>  hash    the UTC day's counters: ``n:<low>`` and ``cost:<low>``
                                               (matching requests and their primary cost in nano-dollars, by
                                               the ``low`` token count of their context bucket),

@@ -1,6 +1,6 @@
-"""Pairs as the live part of experiments writes them (``gateway.experiments.records``), for the report's
-tests: one side, one pair, and a planted set where the candidate is cheaper everywhere, slower and shorter
-on long prompts, and picks another tool above a length."""
+"""Pairs as the live part of experiments writes them (``gateway.experiments.report.records``), for the
+report's tests: one side, one pair, and a planted set where the candidate is cheaper everywhere, slower and
+shorter on long prompts, and picks another tool above a length."""
 
 from __future__ import annotations
 

@@ -9,9 +9,9 @@ from typing import Any
 
 from gateway.config.schema.experiments import ExperimentConfig
 from gateway.config.schema.sampling import DEFAULT_BUCKET_EDGES
-from gateway.experiments.html import render_html
-from gateway.experiments.report import ExperimentReport, build_report
-from gateway.experiments.rows import rows_for
+from gateway.experiments.report.html import render_html
+from gateway.experiments.report.report import ExperimentReport, build_report
+from gateway.experiments.report.rows import rows_for
 from tests.gateway.experiment_factories import DAY_MS, NOW_MS, make_pair, make_side, planted_pairs
 
 CHROMIUM = Path("/usr/bin/chromium")

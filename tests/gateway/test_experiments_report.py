@@ -8,10 +8,10 @@ import pytest
 
 from gateway.config.schema.experiments import ExperimentConfig
 from gateway.config.schema.sampling import DEFAULT_BUCKET_EDGES
-from gateway.experiments.figures import change, dollars, times
-from gateway.experiments.records import parse_pair
-from gateway.experiments.report import BucketReport, ExperimentReport, build_report, report_document
-from gateway.experiments.table import render_report
+from gateway.experiments.report.figures import change, dollars, times
+from gateway.experiments.report.records import parse_pair
+from gateway.experiments.report.report import BucketReport, ExperimentReport, build_report, report_document
+from gateway.experiments.report.table import render_report
 from tests.gateway.experiment_factories import (
     DAY_MS,
     NOW_MS,

@@ -17,8 +17,9 @@ from gateway.base.errors import AuthenticationFailed, GatewayError
 from gateway.config.loading import load_config
 from gateway.config.schema.root import GatewayConfig
 from gateway.edge.routes import render_gateway_error
-from gateway.experiments import reading, routes, store
-from gateway.experiments.routes import admin_router
+from gateway.experiments import store
+from gateway.experiments.report import reading, routes
+from gateway.experiments.report.routes import admin_router
 from gateway.experiments.store import ExperimentKeys, add_pair, add_traffic
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import day_of

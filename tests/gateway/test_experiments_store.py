@@ -7,7 +7,7 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.experiments.reading import spent_today
+from gateway.experiments.report.reading import spent_today
 from gateway.experiments.store import (
     TRAFFIC_TTL_SECONDS,
     ExperimentKeys,

@@ -8,9 +8,9 @@ import re
 import pytest
 
 from gateway.config.schema.limits import Limits
-from gateway.experiments.html import render_html
+from gateway.experiments.report.html import render_html
+from gateway.experiments.report.table import render_report
 from gateway.experiments.shed import shed_reason
-from gateway.experiments.table import render_report
 from tests.gateway.test_experiments_report import report_of, same_pairs, shadow_config
 
 TRAFFIC = {"n:0": 400, "cost:0": 2_000_000_000, "shadowed": 40}

@@ -21,9 +21,9 @@ from redis.asyncio import Redis
 
 from gateway.base.errors import InvalidRequest, NotFound
 from gateway.config.schema.root import GatewayConfig
-from gateway.experiments.html import render_html
-from gateway.experiments.reading import Setting, list_experiments, read_report
-from gateway.experiments.report import ExperimentReport, report_document
+from gateway.experiments.report.html import render_html
+from gateway.experiments.report.reading import Setting, list_experiments, read_report
+from gateway.experiments.report.report import ExperimentReport, report_document
 from gateway.sampling.since import parse_since
 
 DEFAULT_SINCE = "7d"

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gateway.config.schema.sampling import BoundaryConfig
-from gateway.experiments.comparison import AgreementStats, SideStats
-from gateway.experiments.figures import dollars, milliseconds, plain, share
-from gateway.experiments.records import Arm
-from gateway.experiments.report import BucketReport
+from gateway.experiments.report.comparison import AgreementStats, SideStats
+from gateway.experiments.report.figures import dollars, milliseconds, plain, share
+from gateway.experiments.report.records import Arm
+from gateway.experiments.report.report import BucketReport
 from gateway.sampling.percentiles import Spread
 from gateway.sampling.shading import Kind, severity
 

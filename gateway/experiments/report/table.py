@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.experiments.comparison import SideStats
-from gateway.experiments.figures import dollars, plain, share
-from gateway.experiments.records import Arm
-from gateway.experiments.report import BucketReport, ExperimentReport
+from gateway.experiments.report.comparison import SideStats
+from gateway.experiments.report.figures import dollars, plain, share
+from gateway.experiments.report.records import Arm
+from gateway.experiments.report.report import BucketReport, ExperimentReport
 from gateway.ledger.period import iso_time
 from gateway.sampling.percentiles import Spread
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gateway.experiments.comparison import AgreementStats, Comparison, SideStats
-from gateway.experiments.figures import change, dollars, share, times
-from gateway.experiments.projection import ProjectionTotal
-from gateway.experiments.records import Mode
+from gateway.experiments.report.comparison import AgreementStats, Comparison, SideStats
+from gateway.experiments.report.figures import change, dollars, share, times
+from gateway.experiments.report.projection import ProjectionTotal
+from gateway.experiments.report.records import Mode
 from gateway.sampling.percentiles import Spread
 
 

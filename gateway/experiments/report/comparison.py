@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from gateway.experiments.records import Arm, Pair, Side
+from gateway.experiments.report.records import Arm, Pair, Side
 from gateway.sampling.percentiles import Spread, spread
 
 WORST_EXAMPLES = 5

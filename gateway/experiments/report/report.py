@@ -19,12 +19,12 @@ from typing import Any
 
 from gateway.base.money import nanos_from_usd, usd
 from gateway.config.schema.experiments import ExperimentConfig
-from gateway.experiments.comparison import AgreementStats, Comparison, SideStats, compare
-from gateway.experiments.projection import Projection, ProjectionTotal, project, total
-from gateway.experiments.records import Mode, Pair, parse_pair
+from gateway.experiments.report.comparison import AgreementStats, Comparison, SideStats, compare
+from gateway.experiments.report.projection import Projection, ProjectionTotal, project, total
+from gateway.experiments.report.records import Mode, Pair, parse_pair
+from gateway.experiments.report.verdict import Verdict, overall, projection_line, verdict
 from gateway.experiments.shed import COUNTERS as SHED_COUNTERS
 from gateway.experiments.shed import shed_note
-from gateway.experiments.verdict import Verdict, overall, projection_line, verdict
 from gateway.ledger.period import MS_PER_DAY, iso_time
 from gateway.sampling.buckets import Bucket, bucket_index, buckets_for
 from gateway.sampling.percentiles import Spread

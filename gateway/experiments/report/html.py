@@ -3,7 +3,7 @@
 In the behaviour map's style (``gateway.sampling.html``): context-length buckets as columns, context
 growing to the right, the header giving each bucket's pairs and matching requests; rows of p10 / p50 /
 p90, a primary row above its candidate row, every cell with the count behind it. Candidate cells are
-shaded against the primary's (``gateway.experiments.rows``); buckets with fewer pairs than
+shaded against the primary's (``gateway.experiments.report.rows``); buckets with fewer pairs than
 ``min_samples`` are greyed, shown but not compared. First the projected monthly difference (what a reader
 comes for), then above the table the verdicts, the budget and the counters (why any were shed); below it
 the verdict of each bucket, the projection's notes and the pairs that agreed least.
@@ -14,9 +14,9 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from gateway.experiments.figures import dollars, share
-from gateway.experiments.report import BucketReport, ExperimentReport
-from gateway.experiments.rows import Row, rows_for
+from gateway.experiments.report.figures import dollars, share
+from gateway.experiments.report.report import BucketReport, ExperimentReport
+from gateway.experiments.report.rows import Row, rows_for
 from gateway.ledger.period import iso_time
 from gateway.sampling.html import CSS as MAP_CSS
 from gateway.sampling.shading import colour

@@ -20,7 +20,7 @@ from gateway.base.money import nanos_from_usd, usd
 from gateway.config.schema.experiments import ExperimentConfig, bill_tenant
 from gateway.config.schema.root import GatewayConfig
 from gateway.config.schema.sampling import DEFAULT_BUCKET_EDGES
-from gateway.experiments.report import ExperimentReport, build_report
+from gateway.experiments.report.report import ExperimentReport, build_report
 from gateway.experiments.store import ExperimentKeys, has_data, read_pairs, read_traffic_days
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import Period, to_ms
