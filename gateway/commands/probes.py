@@ -32,19 +32,19 @@ from gateway.commands.store import (
 )
 from gateway.config.schema.sampling import SamplingConfig
 from gateway.config.settings import Settings
-from gateway.sampling.boundary import length_boundary
-from gateway.sampling.buckets import parse_tokens, tokens_label
-from gateway.sampling.document import probe_boundary_document, recall_document, report_document
-from gateway.sampling.haystack import ApproximateTokens, EncodingTokens, Tokenizer
-from gateway.sampling.html import render_html
 from gateway.sampling.keys import SamplingKeys
-from gateway.sampling.needle import ProbeResult
-from gateway.sampling.probe import ProbePlan, ProbeRunner, Progress, store_results
-from gateway.sampling.reader import SampleReader
-from gateway.sampling.recall import recall_grid
-from gateway.sampling.routes import read_report
-from gateway.sampling.table import render_recall, render_report
-from gateway.sampling.verdict import RecallVerdict, recall_verdict
+from gateway.sampling.probes.haystack import ApproximateTokens, EncodingTokens, Tokenizer
+from gateway.sampling.probes.needle import ProbeResult
+from gateway.sampling.probes.probe import ProbePlan, ProbeRunner, Progress, store_results
+from gateway.sampling.probes.recall import recall_grid
+from gateway.sampling.report.boundary import length_boundary
+from gateway.sampling.report.document import probe_boundary_document, recall_document, report_document
+from gateway.sampling.report.html import render_html
+from gateway.sampling.report.reader import SampleReader
+from gateway.sampling.report.routes import read_report
+from gateway.sampling.report.table import render_recall, render_report
+from gateway.sampling.report.verdict import RecallVerdict, recall_verdict
+from gateway.tokens.buckets import parse_tokens, tokens_label
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:

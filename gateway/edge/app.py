@@ -25,7 +25,7 @@ from gateway.edge.paths import PathGuard
 from gateway.experiments.report import routes as experiments_routes
 from gateway.ledger import LedgerReader
 from gateway.ledger import routes as ledger_routes
-from gateway.sampling import routes as sampling_routes
+from gateway.sampling.report import routes as sampling_routes
 from gateway.tokens.counter import TokenCounter
 from gateway.upstream.calls import ClientFactory
 

@@ -41,7 +41,7 @@ from gateway.experiments.store import ExperimentKeys, add_pairs, add_traffic
 from gateway.experiments.tally import Tally
 from gateway.experiments.trouble import REDIS_FAILURES, ErrorCount, RedisTrouble
 from gateway.ledger import BudgetConfig, Budgets
-from gateway.sampling.buckets import bucket_low
+from gateway.tokens.buckets import bucket_low
 from gateway.upstream.calls import UpstreamPool
 
 log = structlog.get_logger("gateway.experiments")

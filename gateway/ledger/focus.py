@@ -33,7 +33,7 @@ from gateway.base.money import NANOS_PER_USD, usd
 from gateway.config.schema.sampling import DEFAULT_BUCKET_EDGES
 from gateway.ledger.event import CostEvent
 from gateway.ledger.period import month_of
-from gateway.sampling.buckets import bucket_index, buckets_for
+from gateway.tokens.buckets import bucket_index, buckets_for
 
 FOCUS_COLUMNS = (
     "BilledCost", "BillingAccountId", "BillingAccountName", "BillingCurrency", "BillingPeriodEnd",

@@ -14,6 +14,8 @@ Modules, one concept each:
 - ``bound``      a sound upper bound of the tokens of a request from its size in bytes
 - ``counter``    ``TokenCounter`` and ``TokenCount``: the API the gateway calls
 - ``adapter``    ``ModelTokens``: one model's view of the counter, for the compressors' protocol
+- ``buckets``    context-length buckets (token ranges) and their labels, for the sampler, the
+                 experiments and the ledger's FOCUS export
 
 The package root imports nothing. The ``counting:`` section of the config is
 ``gateway.config.schema.counting``.

@@ -23,13 +23,13 @@ from gateway.base.types import Tenant, Usage
 from gateway.commands.probes import tokenizer_for
 from gateway.config.schema.sampling import SamplingConfig
 from gateway.redis.server import EmbeddedRedis, free_port
-from gateway.sampling.haystack import build_prompt
-from gateway.sampling.html import render_html
 from gateway.sampling.keys import SamplingKeys
-from gateway.sampling.needle import make_needle
 from gateway.sampling.observer import Sampler
-from gateway.sampling.reader import SampleReader
-from gateway.sampling.report import build_report
+from gateway.sampling.probes.haystack import build_prompt
+from gateway.sampling.probes.needle import make_needle
+from gateway.sampling.report.html import render_html
+from gateway.sampling.report.reader import SampleReader
+from gateway.sampling.report.report import build_report
 from gateway.sampling.store import SampleWriter
 from tests.gateway.test_sampling_factories import planted_signals
 

@@ -5,8 +5,8 @@ from dataclasses import replace
 import pytest
 
 from gateway.config.schema.sampling import BoundaryConfig, SamplingConfig
-from gateway.sampling.boundary import worse_rate
-from gateway.sampling.report import build_report
+from gateway.sampling.report.boundary import worse_rate
+from gateway.sampling.report.report import build_report
 from tests.gateway.test_sampling_factories import NOW, make_probe, make_signal, planted_signals
 
 

@@ -8,9 +8,9 @@ from dataclasses import replace
 from typing import Any
 
 from gateway.config.schema.sampling import DEFAULT_BUCKET_EDGES
-from gateway.sampling.buckets import buckets_for
-from gateway.sampling.needle import ProbeResult
+from gateway.sampling.probes.needle import ProbeResult
 from gateway.sampling.signals import Signal
+from gateway.tokens.buckets import buckets_for
 
 NOW = 1_790_000_000.0
 

@@ -6,9 +6,9 @@ from html.parser import HTMLParser
 import pytest
 
 from gateway.config.schema.sampling import BoundaryConfig, SamplingConfig
-from gateway.sampling.html import COLUMNS, render_html
-from gateway.sampling.report import BehaviourReport, build_report
-from gateway.sampling.shading import severity
+from gateway.sampling.report.html import COLUMNS, render_html
+from gateway.sampling.report.report import BehaviourReport, build_report
+from gateway.sampling.report.shading import severity
 from tests.gateway.test_sampling_factories import NOW, make_probe, planted_signals
 
 

@@ -12,7 +12,7 @@ import pytest
 from gateway.base.record import TIMEOUT, RequestRecord, SideCall
 from gateway.base.types import Tenant, Usage
 from gateway.config.schema.sampling import SamplingConfig
-from gateway.sampling.report import build_report
+from gateway.sampling.report.report import build_report
 from gateway.sampling.signals import Signal, signal_of
 from tests.gateway.test_sampling_factories import NOW, make_signal
 

@@ -8,11 +8,11 @@ import re
 from dataclasses import replace
 
 from gateway.config.schema.sampling import BoundaryConfig, SamplingConfig
-from gateway.sampling.document import report_document
-from gateway.sampling.html import render_html
-from gateway.sampling.report import BehaviourReport, build_report
+from gateway.sampling.report.document import report_document
+from gateway.sampling.report.html import render_html
+from gateway.sampling.report.report import BehaviourReport, build_report
+from gateway.sampling.report.table import render_report
 from gateway.sampling.signals import Signal
-from gateway.sampling.table import render_report
 from tests.gateway.test_sampling_factories import NOW, make_signal, planted_signals
 
 

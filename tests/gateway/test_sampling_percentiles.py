@@ -6,9 +6,9 @@ import statistics
 import pytest
 
 from gateway.config.schema.sampling import DEFAULT_BUCKET_EDGES
-from gateway.sampling.buckets import Bucket, bucket_index, buckets_for, parse_tokens, tokens_label
 from gateway.sampling.percentiles import percentile, spread
-from gateway.sampling.report import bucket_stats, worst_cell
+from gateway.sampling.report.report import bucket_stats, worst_cell
+from gateway.tokens.buckets import Bucket, bucket_index, buckets_for, parse_tokens, tokens_label
 from tests.gateway.test_sampling_factories import make_signal
 
 

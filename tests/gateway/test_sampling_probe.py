@@ -13,11 +13,11 @@ from gateway.commands.probes import tokenizer_for
 from gateway.config.schema.counting import CountingConfig
 from gateway.config.schema.root import ModelConfig
 from gateway.config.schema.sampling import BoundaryConfig
-from gateway.sampling.boundary import length_boundary
-from gateway.sampling.haystack import ApproximateTokens, EncodingTokens, build_prompt
-from gateway.sampling.needle import Needle, ProbeResult, make_needle
-from gateway.sampling.probe import ProbePlan, ProbeRunner
-from gateway.sampling.recall import recall_grid
+from gateway.sampling.probes.haystack import ApproximateTokens, EncodingTokens, build_prompt
+from gateway.sampling.probes.needle import Needle, ProbeResult, make_needle
+from gateway.sampling.probes.probe import ProbePlan, ProbeRunner
+from gateway.sampling.probes.recall import recall_grid
+from gateway.sampling.report.boundary import length_boundary
 from gateway.tokens.counter import TokenCounter
 
 FACT = re.compile(r"The access code for the (\S+) archive is (\S+)\.")

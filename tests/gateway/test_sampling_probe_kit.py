@@ -27,7 +27,7 @@ from gateway.config.settings import Settings
 from gateway.edge.app import create_app
 from gateway.redis.server import free_port
 from gateway.sampling.keys import SamplingKeys
-from gateway.sampling.needle import ProbeResult
+from gateway.sampling.probes.needle import ProbeResult
 from gateway.tokens.vocab import load_vocabulary
 from tests.factories import ADMIN_KEY, TENANT_KEY, make_config, write_config
 

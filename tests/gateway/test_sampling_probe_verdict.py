@@ -20,10 +20,10 @@ from starlette.routing import Route
 from gateway.cli import main
 from gateway.config.schema.sampling import BoundaryConfig, SamplingConfig
 from gateway.redis.server import free_port
-from gateway.sampling.html import render_html
-from gateway.sampling.recall import recall_grid
-from gateway.sampling.report import build_report
-from gateway.sampling.table import render_report
+from gateway.sampling.probes.recall import recall_grid
+from gateway.sampling.report.html import render_html
+from gateway.sampling.report.report import build_report
+from gateway.sampling.report.table import render_report
 from tests.gateway.test_sampling_factories import NOW, make_probe
 
 FACT = re.compile(r"The access code for the (\S+) archive is (\S+)\.")
@@ -120,7 +120,7 @@ def test_probe_run_when_every_probe_fails_says_the_upstream_is_not_answering(
 
 
 def test_silent_upstream_reads_the_shortest_length_probed() -> None:
-    from gateway.sampling.verdict import silent_upstream
+    from gateway.sampling.report.verdict import silent_upstream
 
     answered = [make_probe(length=8_000, recalled=True), make_probe(length=32_000, recalled=False)]
     failed = [make_probe(length=4_000, status=502, error="HTTP 502", recalled=False)]

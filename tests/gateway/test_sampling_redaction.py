@@ -18,7 +18,7 @@ from gateway.config.settings import Settings
 from gateway.edge.app import create_app
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.observer import Sampler
-from gateway.sampling.reader import SampleReader
+from gateway.sampling.report.reader import SampleReader
 from gateway.sampling.store import SampleWriter
 from tests.factories import TENANT_KEY, UPSTREAM, chat_body, completion, make_config, write_config
 

@@ -13,10 +13,10 @@ from fastapi import FastAPI, Request
 from gateway.base.errors import AuthenticationFailed, GatewayError
 from gateway.config.schema.sampling import SamplingConfig
 from gateway.edge.routes import render_gateway_error
-from gateway.sampling import routes
 from gateway.sampling.keys import SamplingKeys
-from gateway.sampling.needle import ProbeResult
-from gateway.sampling.routes import admin_router
+from gateway.sampling.probes.needle import ProbeResult
+from gateway.sampling.report import routes
+from gateway.sampling.report.routes import admin_router
 from gateway.sampling.signals import Signal
 from tests.gateway.test_sampling_factories import planted_signals
 

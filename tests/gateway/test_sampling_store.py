@@ -12,7 +12,7 @@ import redis.asyncio as aioredis
 from gateway.config.schema.sampling import SamplingConfig
 from gateway.redis.server import EmbeddedRedis, free_port
 from gateway.sampling.keys import SamplingKeys
-from gateway.sampling.reader import SampleReader
+from gateway.sampling.report.reader import SampleReader
 from gateway.sampling.store import SampleWriter
 from tests.gateway.test_sampling_factories import make_signal
 

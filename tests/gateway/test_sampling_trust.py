@@ -3,7 +3,7 @@ second that no model writes taken at face value, and no cell painted from a hand
 
 from __future__ import annotations
 
-from gateway.sampling.html import render_html
+from gateway.sampling.report.html import render_html
 from gateway.sampling.signals import Signal
 from tests.gateway.test_sampling_factories import make_signal, planted_signals
 from tests.gateway.test_sampling_map import heat_rows, hues, report_of

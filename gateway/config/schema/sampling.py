@@ -47,7 +47,8 @@ class RateRule(_Strict):
 
 
 class BoundaryConfig(_Strict):
-    """When a bucket counts as degraded against the previous one (see ``gateway.sampling.boundary``)."""
+    """When a bucket counts as degraded against the previous one (see
+    ``gateway.sampling.report.boundary``)."""
 
     factor: float = Field(default=1.5, gt=1, description="a signal this many times worse is a degradation")
     min_count: int = Field(default=20, ge=1, description="samples a bucket needs to be compared")

@@ -1,6 +1,6 @@
 """The experiment report as one self-contained HTML file: inline CSS, no scripts, no external fonts or images.
 
-In the behaviour map's style (``gateway.sampling.html``): context-length buckets as columns, context
+In the behaviour map's style (``gateway.sampling.report.html``): context-length buckets as columns, context
 growing to the right, the header giving each bucket's pairs and matching requests; rows of p10 / p50 /
 p90, a primary row above its candidate row, every cell with the count behind it. Candidate cells are
 shaded against the primary's (``gateway.experiments.report.rows``); buckets with fewer pairs than
@@ -18,8 +18,8 @@ from gateway.experiments.report.figures import dollars, share
 from gateway.experiments.report.report import BucketReport, ExperimentReport
 from gateway.experiments.report.rows import Row, rows_for
 from gateway.ledger.period import iso_time
-from gateway.sampling.html import CSS as MAP_CSS
-from gateway.sampling.shading import colour
+from gateway.sampling.report.html import CSS as MAP_CSS
+from gateway.sampling.report.shading import colour
 
 CSS = (
     MAP_CSS

@@ -26,8 +26,8 @@ from gateway.experiments.report.verdict import Verdict, overall, projection_line
 from gateway.experiments.shed import COUNTERS as SHED_COUNTERS
 from gateway.experiments.shed import shed_note
 from gateway.ledger.period import MS_PER_DAY, iso_time
-from gateway.sampling.buckets import Bucket, bucket_index, buckets_for
 from gateway.sampling.percentiles import Spread
+from gateway.tokens.buckets import Bucket, bucket_index, buckets_for
 
 COUNTERS = (
     "shadowed",

@@ -3,7 +3,7 @@ behind it, how to show it, and how the candidate's cell is judged against the pr
 
 Side signals come as p10, p50 and p90, each a primary row then a candidate row, so the two numbers to
 compare sit one above the other. A candidate cell is shaded by how much worse it is than the primary's
-cell of the same bucket and percentile (``gateway.sampling.shading.severity``: green as good or better,
+cell of the same bucket and percentile (``gateway.sampling.report.shading.severity``: green as good or better,
 red at ``factor`` times worse or more); output tokens are shown, not judged (shorter is not worse in
 itself), and primary cells are the reference, plain. Agreement is shaded on its own scale, from 1 (the
 same answer, green) to 0 (red). A cell is trusted when its bucket has enough pairs (``min_samples``; split:
@@ -22,7 +22,7 @@ from gateway.experiments.report.figures import dollars, milliseconds, plain, sha
 from gateway.experiments.report.records import Arm
 from gateway.experiments.report.report import BucketReport
 from gateway.sampling.percentiles import Spread
-from gateway.sampling.shading import Kind, severity
+from gateway.sampling.report.shading import Kind, severity
 
 SHADING = BoundaryConfig()
 """The behaviour map's yardstick: red at 1.5x worse (rates: from 2% up, by at least 5 points)."""

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gateway.config.schema.sampling import BoundaryConfig
-from gateway.sampling.buckets import tokens_label
-from gateway.sampling.recall import RecallGrid
-from gateway.sampling.report import BehaviourReport, BucketStats
+from gateway.sampling.probes.recall import RecallGrid
+from gateway.sampling.report.report import BehaviourReport, BucketStats
+from gateway.tokens.buckets import tokens_label
 
 NOT_ANSWERING = "the upstream is not answering the probe"
 

@@ -9,7 +9,7 @@ latency (the main call's), the side calls' time, time to first token (and per 1K
 tokens and tokens per second (of answers of at least ``boundary.min_answer_tokens``), the finish-reason
 mix, the error rate, the share of ``length`` or empty finishes, probe recall, and the worst-experience
 cell: the p10 of the quality signals among the slowest decile. The effective-context boundary is found
-by ``gateway.sampling.boundary``.
+by ``gateway.sampling.report.boundary``.
 """
 
 from __future__ import annotations
@@ -19,18 +19,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from gateway.config.schema.sampling import BoundaryConfig, SamplingConfig
-from gateway.sampling.boundary import (
+from gateway.sampling.percentiles import Spread, percentile, spread
+from gateway.sampling.probes.needle import ProbeResult
+from gateway.sampling.probes.recall import RecallGrid, Tally, recall_grid
+from gateway.sampling.report.boundary import (
     Boundary,
     Degradation,
     LengthBoundary,
     find_degradations,
     length_boundary,
 )
-from gateway.sampling.buckets import Bucket, bucket_index, buckets_for
-from gateway.sampling.needle import ProbeResult
-from gateway.sampling.percentiles import Spread, percentile, spread
-from gateway.sampling.recall import RecallGrid, Tally, recall_grid
 from gateway.sampling.signals import Signal
+from gateway.tokens.buckets import Bucket, bucket_index, buckets_for
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ by the tokens the model received; the header gives each one's samples, the size 
 (mean / median prompt tokens) and the action mix, so a column of compressed requests says so. Every cell
 shows the count behind it; cells with fewer samples than the boundary compares (``min_count``, probes:
 ``min_probe_count``) are greyed, shown but neither compared nor coloured. The colours are each row's own
-range (``gateway.sampling.shading``); the boundary bucket is marked and every degraded cell outlined.
+range (``gateway.sampling.report.shading``); the boundary bucket is marked and every degraded cell outlined.
 Below it, the probe recall grid (length x depth) and the degradations in words.
 """
 
@@ -15,13 +15,13 @@ import html
 from collections.abc import Callable
 
 from gateway.config.schema.sampling import BoundaryConfig
-from gateway.sampling.buckets import size_label, tokens_label
-from gateway.sampling.document import iso
-from gateway.sampling.recall import RecallGrid
-from gateway.sampling.report import BehaviourReport, BucketStats
-from gateway.sampling.rows import COLUMNS, Column
-from gateway.sampling.shading import Scale, colour
-from gateway.sampling.verdict import coverage, recall_verdict
+from gateway.sampling.probes.recall import RecallGrid
+from gateway.sampling.report.document import iso
+from gateway.sampling.report.report import BehaviourReport, BucketStats
+from gateway.sampling.report.rows import COLUMNS, Column
+from gateway.sampling.report.shading import Scale, colour
+from gateway.sampling.report.verdict import coverage, recall_verdict
+from gateway.tokens.buckets import size_label, tokens_label
 
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px;color:#1d232b;

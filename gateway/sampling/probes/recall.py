@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gateway.sampling.needle import ProbeResult
+from gateway.sampling.probes.needle import ProbeResult
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gateway.sampling.needle import Needle
+from gateway.sampling.probes.needle import Needle
 
 SYSTEM = "You answer questions about the document the user provides, using only that document."
 PREFIX = "Read the document below, then answer the question after it.\n\n<document>\n"

@@ -12,11 +12,11 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.sampling.boundary import Boundary, Degradation, LengthBoundary
 from gateway.sampling.percentiles import Spread
-from gateway.sampling.recall import RecallGrid, Tally
-from gateway.sampling.report import BehaviourReport, BucketStats, WorstCell
-from gateway.sampling.verdict import boundary_note
+from gateway.sampling.probes.recall import RecallGrid, Tally
+from gateway.sampling.report.boundary import Boundary, Degradation, LengthBoundary
+from gateway.sampling.report.report import BehaviourReport, BucketStats, WorstCell
+from gateway.sampling.report.verdict import boundary_note
 
 
 def iso(epoch_seconds: float) -> str:

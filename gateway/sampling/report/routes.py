@@ -21,11 +21,11 @@ from redis.asyncio import Redis
 
 from gateway.base.errors import InvalidRequest
 from gateway.config.schema.sampling import SamplingConfig
-from gateway.sampling.document import report_document
-from gateway.sampling.html import render_html
 from gateway.sampling.keys import SamplingKeys
-from gateway.sampling.reader import SampleReader
-from gateway.sampling.report import BehaviourReport, build_report
+from gateway.sampling.report.document import report_document
+from gateway.sampling.report.html import render_html
+from gateway.sampling.report.reader import SampleReader
+from gateway.sampling.report.report import BehaviourReport, build_report
 from gateway.sampling.since import parse_since
 
 DEFAULT_SINCE = "7d"

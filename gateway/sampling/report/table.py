@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.sampling.buckets import size_label, tokens_label
-from gateway.sampling.document import iso
 from gateway.sampling.percentiles import Spread
-from gateway.sampling.recall import RecallGrid
-from gateway.sampling.report import BehaviourReport, BucketStats
-from gateway.sampling.verdict import coverage, recall_verdict
+from gateway.sampling.probes.recall import RecallGrid
+from gateway.sampling.report.document import iso
+from gateway.sampling.report.report import BehaviourReport, BucketStats
+from gateway.sampling.report.verdict import coverage, recall_verdict
+from gateway.tokens.buckets import size_label, tokens_label
 
 DISTRIBUTION_HEADER = (
     "bucket", "n", "received mean, p50", "latency s", "ttft s", "ttft ms/1K in", "output tok", "tok/s",

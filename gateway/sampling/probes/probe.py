@@ -22,9 +22,9 @@ import orjson
 from redis.asyncio import Redis
 
 from gateway.sampling.decide import PROBE_HEADER
-from gateway.sampling.haystack import Tokenizer, build_prompt
 from gateway.sampling.keys import SamplingKeys
-from gateway.sampling.needle import ProbeResult, make_needle
+from gateway.sampling.probes.haystack import Tokenizer, build_prompt
+from gateway.sampling.probes.needle import ProbeResult, make_needle
 from gateway.sampling.store import Entry, append
 
 Progress = Callable[[int, int, ProbeResult], None]

@@ -14,7 +14,7 @@ import structlog
 from redis.asyncio import Redis
 
 from gateway.sampling.keys import SamplingKeys
-from gateway.sampling.needle import ProbeResult
+from gateway.sampling.probes.needle import ProbeResult
 from gateway.sampling.signals import Signal
 
 T = TypeVar("T")

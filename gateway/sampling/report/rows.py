@@ -17,8 +17,8 @@ from typing import Literal
 
 from gateway.config.schema.sampling import BoundaryConfig
 from gateway.sampling.percentiles import Spread
-from gateway.sampling.report import BucketStats
-from gateway.sampling.shading import Kind
+from gateway.sampling.report.report import BucketStats
+from gateway.sampling.report.shading import Kind
 
 Value = Callable[[BucketStats], float | None]
 Count = Callable[[BucketStats], int]
@@ -34,7 +34,8 @@ class Column:
     """The observations behind the value, shown in the cell."""
     show: Callable[[float], str]
     badness: Callable[[float], float]
-    """Maps a value to a number that grows as things get worse (as in ``gateway.sampling.boundary``)."""
+    """Maps a value to a number that grows as things get worse (as in
+    ``gateway.sampling.report.boundary``)."""
     kind: Kind = "level"
     signal: str | None = None
     """The boundary signal this row shows, so a degraded cell can be outlined."""

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from gateway.config.schema.sampling import BoundaryConfig
-from gateway.sampling.buckets import Bucket, tokens_label
 from gateway.sampling.percentiles import Spread
-from gateway.sampling.recall import RecallGrid, Tally
+from gateway.sampling.probes.recall import RecallGrid, Tally
+from gateway.tokens.buckets import Bucket, tokens_label
 
 
 class BucketView(Protocol):
