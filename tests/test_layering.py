@@ -193,3 +193,80 @@ def test_layering_circle_checker_finds_a_circle_through_type_checking(tmp_path: 
     (tmp_path / "pkg" / "high.py").write_text("from pkg import low\n")
     (tmp_path / "pkg" / "alone.py").write_text("import pkg.low\n")
     assert circles(import_graph("pkg", tmp_path)) == [["pkg.high", "pkg.low"]]
+
+
+LAYERS = (
+    "gateway",
+    "gateway.commands",
+    "gateway.mockupstream",
+    "gateway.edge",
+    "gateway.fronts",
+    "gateway.fronts.messages",
+    "gateway.fronts.responses",
+    "gateway.proxy",
+    "gateway.experiments.report",
+    "gateway.experiments",
+    "gateway.conversations",
+    "gateway.metrics",
+    "gateway.core",
+    "gateway.upstream",
+    "gateway.config",
+    "gateway.sampling.report",
+    "gateway.sampling.probes",
+    "gateway.sampling",
+    "gateway.ledger",
+    "gateway.tokens",
+    "gateway.money",
+    "gateway.config.schema",
+    "gateway.servertools",
+    "gateway.base",
+    "gateway.redis",
+)
+"""gateway/'s folders, top to bottom: a module imports its own folder and the folders below it, never one
+above. A module belongs to the longest folder listed that holds it; ``gateway`` itself holds only the command
+line's entry point, and what modules import of the package root (its version) is no arrow."""
+
+
+def layer_of(module: str, layers: tuple[str, ...] = LAYERS) -> str | None:
+    held = [layer for layer in layers if module == layer or module.startswith(layer + ".")]
+    return max(held, key=len, default=None)
+
+
+def upward_arrows(graph: dict[str, set[str]], layers: tuple[str, ...] = LAYERS) -> set[tuple[str, str]]:
+    """Every import from a module to one in a layer above its own."""
+    rank = {layer: index for index, layer in enumerate(layers)}
+    root = layers[0]
+    found = set()
+    for module, imported in graph.items():
+        mine = layer_of(module, layers)
+        for other in imported:
+            theirs = layer_of(other, layers)
+            if other == root or mine is None or theirs is None:
+                continue
+            if rank[theirs] < rank[mine]:
+                found.add((module, other))
+    return found
+
+
+def test_layering_every_gateway_module_is_in_a_listed_folder() -> None:
+    """Only the command line's entry point lives at gateway/'s root: a new module goes in a folder, and a
+    new folder takes its place in ``LAYERS``."""
+    at_root = sorted(name for name in import_graph("gateway") if layer_of(name) == "gateway")
+    assert at_root == ["gateway", "gateway.cli"]
+
+
+def test_layering_gateway_imports_point_down_the_layers() -> None:
+    assert upward_arrows(import_graph("gateway")) == set()
+
+
+def test_layering_upward_checker_finds_an_arrow_up(tmp_path: Path) -> None:
+    for folder in ("pkg", "pkg/high", "pkg/low", "pkg/low/deep"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "high" / "a.py").write_text("from pkg.low.deep import b\n")
+    (tmp_path / "pkg" / "low" / "deep" / "b.py").write_text("from pkg import __version__\n")
+    (tmp_path / "pkg" / "low" / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.high.a import A\n"
+    )
+    layers = ("pkg", "pkg.high", "pkg.low")
+    assert upward_arrows(import_graph("pkg", tmp_path), layers) == {("pkg.low.c", "pkg.high.a")}
