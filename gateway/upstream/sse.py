@@ -75,6 +75,45 @@ def swapped(parts: list[bytes], original: bytes, replacement: bytes) -> bytes:
     return b"".join((replacement if event is original else event) + b"\n\n" for event in parts)
 
 
+class StampedRelay:
+    """A stream reader that relays whole events: each complete event is read (``_read``, the subclass's),
+    and the one a reading stamped (``_stamped``: that event and its rewritten copy, as the client gets
+    it) is swapped; every other event goes out as it came."""
+
+    def __init__(self) -> None:
+        self.output_parts: list[str] = []
+        self._stamped: tuple[bytes, bytes] | None = None
+        self._splitter = EventSplitter()
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The events complete so far, each with its blank line (b"" when none is)."""
+        complete = self._splitter.feed(chunk)
+        parts = events(complete)
+        for event in parts:
+            self._read(event)
+        if self._stamped is None:
+            return complete
+        (original, replacement), self._stamped = self._stamped, None
+        return swapped(parts, original, replacement)
+
+    def flush(self) -> bytes:
+        """What is left when the stream ends: an unterminated last event, as received unless stamped."""
+        rest = self._splitter.rest()
+        event = rest.strip()
+        if not event:
+            return rest
+        self._read(event)
+        stamped, self._stamped = self._stamped, None
+        return rest if stamped is None else stamped[1]
+
+    @property
+    def output_text(self) -> str:
+        return "".join(self.output_parts)
+
+    def _read(self, event: bytes) -> None:
+        raise NotImplementedError
+
+
 class EventRewriter:
     """The events of a stream, whole, each passed through ``rewrite`` (for usage reported otherwise than
     the upstream reported it)."""

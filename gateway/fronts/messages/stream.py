@@ -24,7 +24,7 @@ import orjson
 from gateway.experiments.answer import NO_ANSWER, Answer, ToolCall
 from gateway.servertools.kinds import NO_USES, ToolUses, tool_uses
 from gateway.servertools.reported import block_uses
-from gateway.upstream.sse import EventSplitter, events, json_of, swapped, with_data
+from gateway.upstream.sse import StampedRelay, json_of, with_data
 
 STOP_REASONS = {
     "end_turn": "stop",
@@ -85,10 +85,11 @@ def merged_usage(usage: dict[str, Any] | None, update: object) -> dict[str, Any]
     return {**(usage or {}), **changed}
 
 
-class MessagesStreamReader:
+class MessagesStreamReader(StampedRelay):
     """Feed upstream bytes in, get the whole events among them out; read what the events say."""
 
     def __init__(self, *, started: float, collect: bool = False) -> None:
+        super().__init__()
         self.started = started
         self.collect = collect
         """Also assemble the content blocks (``blocks``): for an experiment's comparison, so only on the
@@ -108,39 +109,11 @@ class MessagesStreamReader:
         """``message_stop`` has been read."""
         self.totals = False
         """A ``message_delta`` brought the usage's totals (before it, output is ``message_start``'s 1)."""
-        self.output_parts: list[str] = []
         self.block_uses: ToolUses = NO_USES
         """The billed server-side tool uses among the blocks opened so far."""
         self.stamp: Callable[[dict[str, Any]], Mapping[str, str]] | None = None
         """Asked, at a ``message_delta`` with usage, with the usage's totals so far, for fields to add to
         that event's usage as the client gets it (none: the event goes as it came)."""
-        self._stamped: tuple[bytes, bytes] | None = None
-        self._splitter = EventSplitter()
-
-    def feed(self, chunk: bytes) -> bytes:
-        """The events complete so far, each with its blank line (b"" when none is)."""
-        complete = self._splitter.feed(chunk)
-        parts = events(complete)
-        for event in parts:
-            self._read(event)
-        if self._stamped is None:
-            return complete
-        (original, replacement), self._stamped = self._stamped, None
-        return swapped(parts, original, replacement)
-
-    def flush(self) -> bytes:
-        """What is left when the stream ends: an unterminated last event, as received unless stamped."""
-        rest = self._splitter.rest()
-        event = rest.strip()
-        if not event:
-            return rest
-        self._read(event)
-        stamped, self._stamped = self._stamped, None
-        return rest if stamped is None else stamped[1]
-
-    @property
-    def output_text(self) -> str:
-        return "".join(self.output_parts)
 
     def _read(self, event: bytes) -> None:
         data = json_of(event)

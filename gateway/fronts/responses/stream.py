@@ -18,7 +18,7 @@ from typing import Any
 from gateway.experiments.answer import NO_ANSWER, Answer, ToolCall
 from gateway.servertools.kinds import ToolUses
 from gateway.servertools.reported import BILLED_ITEMS, item_uses, most, response_uses
-from gateway.upstream.sse import EventSplitter, events, json_of, swapped, with_data
+from gateway.upstream.sse import StampedRelay, json_of, with_data
 
 FINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 TEXT_DELTAS = frozenset(
@@ -64,10 +64,11 @@ def answer_of(data: object) -> Answer:
     return Answer(text="".join(texts), calls=tuple(calls), finish_reason=finish_reason_of(data))
 
 
-class ResponsesStreamReader:
+class ResponsesStreamReader(StampedRelay):
     """Feed upstream bytes in, get the whole events among them out; read what the events say."""
 
     def __init__(self, *, started: float) -> None:
+        super().__init__()
         self.started = started
         self.first_token_seconds: float | None = None
         self.finish_reason: str | None = None
@@ -77,38 +78,10 @@ class ResponsesStreamReader:
         """The final event has been read."""
         self.response: dict[str, Any] | None = None
         """The response object of the last event that carried one (the final event's at the end)."""
-        self.output_parts: list[str] = []
         self._tool_items: list[dict[str, Any]] = []
         self.stamp: Callable[[dict[str, Any]], Mapping[str, str]] | None = None
         """Asked, with the final event's usage, for fields to add to that usage as the client gets it
         (none: the event goes as it came)."""
-        self._stamped: tuple[bytes, bytes] | None = None
-        self._splitter = EventSplitter()
-
-    def feed(self, chunk: bytes) -> bytes:
-        """The events complete so far, each with its blank line (b"" when none is)."""
-        complete = self._splitter.feed(chunk)
-        parts = events(complete)
-        for event in parts:
-            self._read(event)
-        if self._stamped is None:
-            return complete
-        (original, replacement), self._stamped = self._stamped, None
-        return swapped(parts, original, replacement)
-
-    def flush(self) -> bytes:
-        """What is left when the stream ends: an unterminated last event, as received unless stamped."""
-        rest = self._splitter.rest()
-        event = rest.strip()
-        if not event:
-            return rest
-        self._read(event)
-        stamped, self._stamped = self._stamped, None
-        return rest if stamped is None else stamped[1]
-
-    @property
-    def output_text(self) -> str:
-        return "".join(self.output_parts)
 
     @property
     def tool_uses(self) -> ToolUses:
