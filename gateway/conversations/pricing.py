@@ -12,7 +12,7 @@ from gateway.conversations.counterfactual import from_conversation, from_opening
 from gateway.conversations.recorder import THREAD_FROM_TOKENS
 from gateway.conversations.store import ConversationStore, Looked
 from gateway.conversations.trace import ConversationTrace, Prompt, anchor_for, opening_for
-from gateway.core.planning import Front
+from gateway.core.front import Front
 from gateway.tokens.counter import TokenCount
 
 

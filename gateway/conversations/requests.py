@@ -14,7 +14,8 @@ from gateway.conversations.pricing import look_up
 from gateway.conversations.recorder import remember_state
 from gateway.conversations.store import ConversationStore
 from gateway.conversations.trace import ConversationTrace, trace_of
-from gateway.core.planning import Front, Plan
+from gateway.core.front import Front
+from gateway.core.planning import Plan
 
 log = structlog.get_logger("gateway.conversations")
 

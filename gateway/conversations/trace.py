@@ -16,7 +16,8 @@ from typing import Any
 from gateway.config.schema.root import GatewayConfig, PromptCacheConfig, prompt_cache_of
 from gateway.conversations.fingerprint import Chain, Opening, anchor_of, chain_of, opening_of
 from gateway.conversations.state import ConversationState, Seen
-from gateway.core.planning import Front, Plan, countable
+from gateway.core.front import Front, countable
+from gateway.core.planning import Plan
 from gateway.tokens.counter import TokenCount
 from policies import Action
 from policies.facts import Strategy

@@ -14,7 +14,7 @@ from compressors.summary import CannotCompress, SummarizeOldTurns, SummaryFailed
 from gateway.base.record import RequestRecord
 from gateway.config.runtime import Runtime
 from gateway.core.cache import RedisCache
-from gateway.core.planning import TransformFailed
+from gateway.core.front import TransformFailed
 from gateway.money.usage import usage_from_openai
 from gateway.tokens.adapter import ModelTokens
 from gateway.upstream.calls import UpstreamPool

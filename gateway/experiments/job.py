@@ -8,7 +8,7 @@ from typing import Any
 
 from gateway.base.types import Tenant
 from gateway.config.experiments import Watch
-from gateway.core.planning import CHAT, Front
+from gateway.core.front import CHAT, Front
 from gateway.experiments.replay import Replay
 
 PATHS = {"chat": "/chat/completions", "responses": "/responses", "messages": "/messages"}

@@ -21,7 +21,7 @@ from gateway.config.experiments import Watch, matches, sampled
 from gateway.config.reload import ConfigStore
 from gateway.config.runtime import Runtime
 from gateway.config.schema.experiments import bill_tenant
-from gateway.core.planning import Front
+from gateway.core.front import Front
 from gateway.experiments.candidate import ShadowServices
 from gateway.experiments.job import PATHS, ShadowJob
 from gateway.experiments.notes import NEW_CONVERSATION, SHADOW_JOBS

@@ -1,5 +1,5 @@
 """The chat front (``POST /v1/chat/completions``): its body is chat messages already, so the core's steps
-read it as it is (``planning.CHAT``). The flow, step by step, that the other fronts' flows follow: read and
+read it as it is (``core.front.CHAT``). The flow, step by step, that the other fronts' flows follow: read and
 check the body, plan (count, decide, hold, transform), send, note what was sent, answer.
 """
 
@@ -18,7 +18,8 @@ from gateway.core import body as bodies
 from gateway.core import replies
 from gateway.core.admission import Hold, admitted
 from gateway.core.body import headers_of
-from gateway.core.planning import CHAT, Plan, planned_body
+from gateway.core.front import CHAT
+from gateway.core.planning import Plan, planned_body
 from gateway.core.shared_objects import chat_references, check_shared
 from gateway.core.streaming import ChatStreamReader
 from gateway.experiments.answer import answer_of, streamed_chat_answer

@@ -38,8 +38,9 @@ from gateway.core.admission import Hold, ceiling_nanos
 from gateway.core.attempts import note_timeouts, note_upstream_failure
 from gateway.core.body import headers_of
 from gateway.core.count_limit import CountLimiter
+from gateway.core.front import CHAT, Front
 from gateway.core.metering import LedgerRecorder
-from gateway.core.planning import CHAT, Front, Plan, StoredHistory, plan_chat
+from gateway.core.planning import Plan, StoredHistory, plan_chat
 from gateway.core.request_ids import client_request_id, new_request_id
 from gateway.core.transforms import CompressorTransforms
 from gateway.experiments.live import Experiments

@@ -29,7 +29,7 @@ from gateway.cli import main
 from gateway.config.runtime import Runtime, build_runtime
 from gateway.config.schema.root import GatewayConfig, ProviderConfig
 from gateway.config.settings import Settings
-from gateway.core.planning import TransformFailed
+from gateway.core.front import TransformFailed
 from gateway.core.transforms import CompressorTransforms
 from gateway.edge.app import create_app
 from gateway.ledger import CostEvent

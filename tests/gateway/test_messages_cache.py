@@ -16,7 +16,7 @@ from gateway.conversations.fingerprint import Chain
 from gateway.conversations.state import ConversationState, Seen
 from gateway.conversations.store import Recalled
 from gateway.conversations.trace import Prompt, retention_of
-from gateway.core.planning import CHAT
+from gateway.core.front import CHAT
 from gateway.fronts.messages.front import MESSAGES
 from tests.factories import shared_counter
 

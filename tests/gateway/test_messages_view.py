@@ -12,7 +12,7 @@ import pytest
 from compressors.retrieval.documents import replace_block, text_blocks
 from compressors.summary.assembly import summary_message
 from compressors.summary.excerpts import excerpt_message
-from gateway.core.planning import TransformFailed
+from gateway.core.front import TransformFailed
 from gateway.fronts.messages.breakpoints import EPHEMERAL, EPHEMERAL_1H, count, locations
 from gateway.fronts.messages.groups import tool_pairs
 from gateway.fronts.messages.view import BREAKPOINTS, ORIGIN, SYSTEM, from_view, to_view

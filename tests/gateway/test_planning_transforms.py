@@ -16,7 +16,8 @@ import pytest
 from gateway.base.errors import ContextLengthExceeded
 from gateway.config.runtime import Runtime, build_runtime
 from gateway.config.schema.root import GatewayConfig
-from gateway.core.planning import CHAT, Front, Plan, plan_chat
+from gateway.core.front import CHAT, Front
+from gateway.core.planning import Plan, plan_chat
 from gateway.fronts.responses.front import RESPONSES
 from policies import Action, Decision, Facts
 from tests.factories import make_config, shared_counter

@@ -17,7 +17,7 @@ import respx
 from gateway.base.record import RequestRecord
 from gateway.config.runtime import Runtime, build_runtime
 from gateway.config.schema.root import GatewayConfig
-from gateway.core.planning import CHAT, Front
+from gateway.core.front import CHAT, Front
 from gateway.core.transforms import CompressorTransforms
 from gateway.fronts.messages.breakpoints import EPHEMERAL, count
 from gateway.fronts.messages.front import MESSAGES

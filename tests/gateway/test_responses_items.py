@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.core.planning import TransformFailed, countable
+from gateway.core.front import TransformFailed, countable
 from gateway.fronts.responses.counting import count_responses, image_parts
 from gateway.fronts.responses.items import groups, input_items
 from gateway.fronts.responses.view import ITEMS, from_view, to_view

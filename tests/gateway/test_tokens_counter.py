@@ -14,7 +14,8 @@ import pytest
 from gateway.config.runtime import Runtime, build_runtime
 from gateway.config.schema.counting import CountingConfig
 from gateway.config.schema.root import GatewayConfig, ModelConfig
-from gateway.core.planning import CHAT, _count_async
+from gateway.core.front import CHAT
+from gateway.core.planning import _count_async
 from gateway.tokens.adapter import ModelTokens
 from gateway.tokens.cache import LRUCache
 from gateway.tokens.counter import TokenCounter

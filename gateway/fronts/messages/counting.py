@@ -50,7 +50,7 @@ from typing import Any
 
 import orjson
 
-from gateway.core.planning import countable
+from gateway.core.front import countable
 from gateway.fronts.messages.media import DOCUMENT_MAX_TOKENS, IMAGE_MAX_TOKENS, document_tokens, image_tokens
 from gateway.fronts.messages.view import to_view
 from gateway.tokens.bound import REPRINT_GROWTH

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gateway.core.planning import TransformFailed
+from gateway.core.front import TransformFailed
 from gateway.fronts.messages.parts import READ_ONLY, SOURCE, STRING_CONTENT, block_parts
 
 Edit = tuple[int, int, str, str]

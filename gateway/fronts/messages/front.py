@@ -17,7 +17,7 @@ ROLES = frozenset({"user", "assistant"})
 
 
 class MessagesFront:
-    """``planning.Front`` for ``POST /v1/messages``: content blocks through the chat-style view.
+    """``core.front.Front`` for ``POST /v1/messages``: content blocks through the chat-style view.
 
     Its counts are estimates (Claude's tokenizer is not public): ``approximate`` says so, and every
     ``TokenCount`` it makes is marked approximate."""

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.core.planning import TransformFailed
+from gateway.core.front import TransformFailed
 
 SPLIT_PAIR = (
     "a transform would separate a tool call from its result (a tool_use block and the tool_result "

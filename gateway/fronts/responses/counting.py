@@ -49,7 +49,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
-from gateway.core.planning import countable
+from gateway.core.front import countable
 from gateway.fronts.responses.items import REASONING, input_items, is_call, is_message, is_output, kind_of
 from gateway.fronts.responses.view import to_view
 from gateway.tokens import bound

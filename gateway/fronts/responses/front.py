@@ -14,7 +14,7 @@ from gateway.tokens.counter import TokenCount, TokenCounter
 
 
 class ResponsesFront:
-    """``planning.Front`` for ``POST /v1/responses``: input items through the chat-style view."""
+    """``core.front.Front`` for ``POST /v1/responses``: input items through the chat-style view."""
 
     approximate = False
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from gateway.core.planning import TransformFailed
+from gateway.core.front import TransformFailed
 from gateway.fronts.responses.items import (
     OPAQUE_FIELDS,
     REASONING,
