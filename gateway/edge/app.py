@@ -6,6 +6,7 @@ import os
 import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
 
 import anyio
 import structlog
@@ -18,6 +19,7 @@ from gateway.config.schema.sampling import SamplingConfig
 from gateway.config.settings import Settings
 from gateway.edge import messages_routes, responses_routes, routes
 from gateway.edge.admin import admin_config_router
+from gateway.edge.hot import HotRoutes
 from gateway.edge.lifespan import open_gateway
 from gateway.edge.logs import configure_logging
 from gateway.edge.metrics_route import scrape as scrape_metrics
@@ -30,6 +32,22 @@ from gateway.tokens.counter import TokenCounter
 from gateway.upstream.calls import ClientFactory
 
 log = structlog.get_logger("gateway.app")
+
+
+class GatewayApp(FastAPI):
+    """The app; the model APIs' POST routes are served straight from the server (``gateway.edge.hot``)."""
+
+    hot: HotRoutes | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        hot = self.hot
+        if hot is not None and scope["type"] == "http":
+            endpoint = hot.endpoint(scope)
+            if endpoint is not None:
+                scope["app"] = self
+                await hot.serve(endpoint, scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
 
 
 def create_app(
@@ -59,7 +77,7 @@ def create_app(
             log.info("gateway_started", config=str(settings.config), models=len(state.store.current.routes))
             yield
 
-    app = FastAPI(
+    app = GatewayApp(
         title="LLM cost gateway", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
     )
     mount_routes(app)
@@ -67,7 +85,18 @@ def create_app(
     app.add_exception_handler(GatewayError, routes.render_gateway_error)
     app.add_exception_handler(StarletteHTTPException, routes.render_http_error)
     app.add_exception_handler(Exception, routes.render_unexpected)
+    app.hot = HotRoutes(HOT_ROUTES, app.exception_handlers)
     return app
+
+
+HOT_ROUTES = {
+    "/v1/chat/completions": routes.chat_completions,
+    "/v1/responses": responses_routes.create,
+    "/v1/messages": messages_routes.create,
+    "/v1/embeddings": routes.embeddings,
+}
+"""The routes ``GatewayApp`` serves straight from the server; ``mount_routes`` mounts them too (for the
+requests that take the whole way, e.g. a path with a trailing slash)."""
 
 
 def _reader(request: Request) -> LedgerReader:
@@ -81,15 +110,13 @@ def _sampling(request: Request) -> SamplingConfig:
 def mount_routes(app: FastAPI) -> None:
     """The hot path on plain Starlette routes (no dependency solving); admin and finance on routers."""
     add = app.router.add_route
-    add("/v1/chat/completions", routes.chat_completions, methods=["POST"])
-    add("/v1/embeddings", routes.embeddings, methods=["POST"])
-    add("/v1/responses", responses_routes.create, methods=["POST"])
+    for path, endpoint in HOT_ROUTES.items():
+        add(path, endpoint, methods=["POST"])
     app.router.add_websocket_route("/v1/responses", responses_routes.refuse_websocket)
     add("/v1/responses/compact", responses_routes.compact, methods=["POST"])
     add("/v1/responses/input_tokens", responses_routes.input_tokens, methods=["POST"])
     add("/v1/responses/{response_id}", responses_routes.by_id, methods=["GET", "DELETE"])
     add("/v1/responses/{response_id}/{action}", responses_routes.by_id, methods=["GET", "POST"])
-    add("/v1/messages", messages_routes.create, methods=["POST"])
     add("/v1/messages/count_tokens", messages_routes.count_tokens, methods=["POST"])
     add("/api/event_logging/batch", messages_routes.event_logging, methods=["POST"])
     add("/v1/models", messages_routes.models, methods=["GET"])  # Anthropic's list to Anthropic clients

@@ -25,6 +25,11 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SLASHES = re.compile(r"/{2,}")
 
 
+def is_plain(raw_path: bytes | None, path: str) -> bool:
+    """Whether the path needs no check (``checked_path`` would return it as it is)."""
+    return not _SUSPECT.search(raw_path if raw_path is not None else path.encode("utf-8", "surrogateescape"))
+
+
 def checked_path(raw_path: bytes, path: str) -> str:
     """The normalised ``path``; raises ``InvalidRequest`` for a path the gateway will not route."""
     if not _SUSPECT.search(raw_path):
