@@ -20,6 +20,23 @@ from gateway.metrics.families import Families, build_families
 REFRESH_SECONDS = 1.0
 """How often each process writes its gauges (queue depths, reload failures) for the others' scrapes."""
 
+_PID = [os.getpid()]
+
+
+def this_process() -> int:
+    """This process's id, read once and again after a fork: prometheus_client asks for it on every change
+    of a value in multiprocess mode, and ``os.getpid()`` is a system call each time (a dozen a request)."""
+    return _PID[0]
+
+
+def _forked() -> None:
+    _PID[0] = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
+if values.ValueClass is not values.MutexValue:  # multiprocess mode; no value made yet (families come later)
+    values.ValueClass = values.MultiProcessValue(process_identifier=this_process)  # type: ignore[no-untyped-call]
+
 
 @dataclass(frozen=True, slots=True)
 class StateReading:

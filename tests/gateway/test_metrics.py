@@ -336,3 +336,45 @@ def observed(observe: RequestMetrics, recorder: LedgerRecorder, record: RequestR
     observe(record)
     for event, kind in recorder.events(record):
         observe.count_event(event, kind)
+
+
+FORKING_WORKER = textwrap.dedent(
+    """
+    import os, sys
+    from pathlib import Path
+    from gateway.metrics import GatewayMetrics, StateReading
+
+    metrics = GatewayMetrics(
+        multiproc_dir=Path(sys.argv[1]), spool_dir=Path(sys.argv[1]) / "spool",
+        read_state=lambda: StateReading(0, 0, 0, False),
+    )
+    requests = metrics.families.requests.labels("chat", "gpt-5.4", "forward", "200")
+    requests.inc(2)
+    child = os.fork()
+    if child == 0:
+        requests.inc(5)
+        os._exit(0)
+    os.waitpid(child, 0)
+    requests.inc(1)
+    print(child)
+    print(metrics.render().decode())
+    """
+)
+
+
+def test_a_forked_worker_keeps_its_counts_in_its_own_file(tmp_path: Path) -> None:
+    """The process id prometheus_client files values under is read once, and again in a forked child: the
+    child's counts go to its own file, not into its parent's, and a scrape adds both."""
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", FORKING_WORKER, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        check=True,
+        text=True,
+        timeout=60,
+    )
+    child, _, text = done.stdout.partition("\n")
+    assert (tmp_path / f"counter_{child}.db").exists()
+    labels = {"endpoint": "chat", "model": "gpt-5.4", "action": "forward", "status": "200"}
+    assert value(parse(text), "gateway_requests_total", **labels) == 8
