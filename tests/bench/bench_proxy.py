@@ -199,7 +199,11 @@ def run_target(target: str, args: argparse.Namespace) -> tuple[dict[str, Figures
                 bare = ["-m", "tests.bench.bare_proxy", "--port", str(gateway_port), "--upstream", upstream]
                 gateway_args = pinned([PYTHON, *bare], 0)
             with process(
-                gateway_args, f"http://127.0.0.1:{gateway_port}/healthz", env=env, log=tmp_path / "gw.log"
+                gateway_args,
+                f"http://127.0.0.1:{gateway_port}/healthz",
+                env=env,
+                log=tmp_path / "gw.log",
+                timeout=120,
             ) as gw:
                 os.sched_setaffinity(0, {1})
                 # the gateway process is taskset's child exec: same pid

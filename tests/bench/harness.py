@@ -30,14 +30,14 @@ def pinned(args: list[str], core: int | None) -> list[str]:
 
 @contextmanager
 def process(
-    args: list[str], health_url: str, *, env: dict[str, str], log: Path
+    args: list[str], health_url: str, *, env: dict[str, str], log: Path, timeout: float = 20.0
 ) -> Iterator[subprocess.Popen[bytes]]:
     with log.open("wb") as out:
         proc = subprocess.Popen(
             args, cwd=ROOT, env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT
         )
         try:
-            wait_until_up(health_url, proc)
+            wait_until_up(health_url, proc, timeout)
             yield proc
         finally:
             proc.terminate()
