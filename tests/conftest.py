@@ -37,11 +37,19 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"redis: {config.stash[REDIS_CHOICE].describe()}"
 
 
+PROCESS_TESTS = ("e2e", "deploy", "docs")
+"""The folders of tests that start the gateway's processes (``e2e`` on each)."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """``redis`` on every test that uses the run's Redis, directly or through another fixture."""
+    """``redis`` on every test that uses the run's Redis, directly or through another fixture; ``e2e`` on
+    every test of the folders that start processes."""
+    tests = Path(__file__).parent
     for item in items:
         if "redis_url" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.redis)
+        if item.path.relative_to(tests).parts[0] in PROCESS_TESTS:
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture
