@@ -148,6 +148,9 @@ class RequestRecord:
     """Server-side tool uses seen in the answer when its usage does not carry them (a stream cut before
     its usage; a chat request with ``web_search_options``): billed with the usage
     (``gateway.core.metering``)."""
+    conversation: str | None = None
+    """The gateway's name for the request's conversation, once its state is computed
+    (``gateway.conversations.recorder``): carried to its cost event."""
     notes: dict[Note[Any], object] | None = None
     """What features above the record leave on it, by ``Note``: the conversation's trace and state
     (``gateway.conversations.notes``), a split's new conversation, shadow jobs and the answer they compare

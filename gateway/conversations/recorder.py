@@ -24,14 +24,21 @@ THREAD_FROM_TOKENS = 32_000
 """Prompts at least this large are fingerprinted off the event loop."""
 
 
-async def remember_state(store: ConversationStore, trace: ConversationTrace) -> None:
+async def remember_state(
+    store: ConversationStore, trace: ConversationTrace, record: RequestRecord | None = None
+) -> None:
+    """Compute the conversation's new state and write it; its name goes on ``record`` as soon as it is
+    known (before the write), for the request's cost event."""
     if trace.received.count.total >= THREAD_FROM_TOKENS:
         state = await anyio.to_thread.run_sync(_state, trace)
     else:
         state = _state(trace)
+    anchor = trace.anchor
+    if record is not None:
+        record.conversation = anchor
     await store.remember(
         trace.tenant,
-        trace.anchor,
+        anchor,
         state,
         ttl_seconds=max(
             trace.memory_seconds,

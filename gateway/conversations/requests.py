@@ -95,4 +95,4 @@ async def remember_request(
     if looked is not None:
         trace.adopt(looked.chain)
         trace.before = looked.recalled.state
-    await remember_state(conversations, trace)
+    await remember_state(conversations, trace, record)

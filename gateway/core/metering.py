@@ -200,6 +200,7 @@ class LedgerRecorder:
             counterfactual_cached_tokens=unchanged.cached_input_tokens,
             counterfactual_basis=basis.value,
             reason=record.reason,
+            conversation=record.conversation,
             **fields,
         )
 

@@ -58,6 +58,9 @@ class CostEvent:
     """``cost_nanos`` less the tools, by priced unit: uncached input (cache writes apart), cached input,
     cache writes, output; what the FOCUS export turns into one row per unit. None on events written
     before it was recorded."""
+    conversation: str | None = None
+    """The gateway's name for the request's conversation (a fingerprint of its opening, or of the client's
+    ``prompt_cache_key``: never text), for the requests whose conversation it tracks; None otherwise."""
 
     def __post_init__(self) -> None:
         if not self.id or not self.tenant:
