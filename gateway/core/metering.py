@@ -201,6 +201,7 @@ class LedgerRecorder:
             counterfactual_basis=basis.value,
             reason=record.reason,
             conversation=record.conversation,
+            band=record.band,
             **fields,
         )
 

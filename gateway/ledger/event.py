@@ -61,6 +61,9 @@ class CostEvent:
     conversation: str | None = None
     """The gateway's name for the request's conversation (a fingerprint of its opening, or of the client's
     ``prompt_cache_key``: never text), for the requests whose conversation it tracks; None otherwise."""
+    band: str | None = None
+    """Where the prompt as received stood against its model's lines (``policies.Band``: below_warning,
+    warning, over_cliff, over_window), when the policy ran; None for side calls and older events."""
 
     def __post_init__(self) -> None:
         if not self.id or not self.tenant:

@@ -46,6 +46,7 @@ EVENT_COLUMNS = (
     "counterfactual_cached_tokens", "counterfactual_basis", "cache_write_tokens", "reason",
     "tool_uses", "tool_cost_usd",
     "input_cost_usd", "cached_input_cost_usd", "cache_write_cost_usd", "output_cost_usd", "conversation",
+    "band",
 )  # fmt: skip
 
 
@@ -58,7 +59,7 @@ def event_values(event: CostEvent) -> tuple[str | int | bool | None, ...]:
         usd(event.saving_nanos), event.estimated, event.parent_id, event.status, event.latency_ms,
         event.stream, event.client_request_id, event.counterfactual_cached_tokens, event.counterfactual_basis,
         event.cache_write_tokens, event.reason, event.tool_uses, usd(event.tool_cost_nanos),
-        *_parts(event), event.conversation,
+        *_parts(event), event.conversation, event.band,
     )  # fmt: skip
 
 

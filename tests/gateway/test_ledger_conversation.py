@@ -35,6 +35,7 @@ async def test_cost_events_carry_the_conversation_of_their_request(
     assert named[ids[0]] is not None and named[ids[0]] == named[ids[1]]
     assert named[ids[2]] is not None and named[ids[2]] != named[ids[0]]
     assert named[ids[3]] is None
+    assert {event.band for event in events} == {"below_warning"}
     for text in ("You review contracts", first[1]["content"][:40]):
         assert all(text not in (name or "") for name in named.values())
     assert orjson.loads(events[0].to_json())["conversation"] == events[0].conversation

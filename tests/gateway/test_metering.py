@@ -437,3 +437,14 @@ def recorder_cost(usage: Usage) -> int:
     cost = cost_of(usage, CONFIG, "gpt-5.4")
     assert cost is not None
     return cost.total_nanos
+
+
+def test_recorder_event_keeps_the_band_and_conversation_of_its_request_and_side_calls_neither() -> None:
+    record = request(
+        usage=Usage(input_tokens=1000, output_tokens=10), band="warning", conversation="p0123abcd"
+    )
+    record.side_calls.append(SideCall("summary", "small", "mock", Usage(input_tokens=10), 0.1, 200))
+    (main, _), (side, _) = recorder().events(record)
+    assert (main.band, main.conversation) == ("warning", "p0123abcd")
+    assert (side.band, side.conversation) == (None, None)
+    assert CostEvent.from_json(main.to_json()) == main
