@@ -200,6 +200,7 @@ LAYERS = (
     "gateway.commands",
     "gateway.mockupstream",
     "gateway.edge",
+    "gateway.dashboard",
     "gateway.fronts",
     "gateway.fronts.messages",
     "gateway.fronts.responses",

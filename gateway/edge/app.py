@@ -17,7 +17,7 @@ from starlette.requests import Request
 from gateway.base.errors import GatewayError
 from gateway.config.schema.sampling import SamplingConfig
 from gateway.config.settings import Settings
-from gateway.edge import messages_routes, responses_routes, routes
+from gateway.edge import dashboard, messages_routes, responses_routes, routes
 from gateway.edge.admin import admin_config_router
 from gateway.edge.hot import HotRoutes
 from gateway.edge.lifespan import open_gateway
@@ -126,6 +126,7 @@ def mount_routes(app: FastAPI) -> None:
     add("/readyz", routes.readyz, methods=["GET"])
     add("/metrics", scrape_metrics, methods=["GET"])
     app.include_router(admin_config_router())
+    app.include_router(dashboard.router())
     app.include_router(
         ledger_routes.admin_router(
             require_admin=routes.require_admin, get_reader=_reader, tenant_names=routes.tenant_names

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ from gateway.base.echo import echoed
 from gateway.base.errors import AuthenticationFailed, GatewayError, NotFound, PermissionDenied, RouteNotFound
 from gateway.base.types import Tenant
 from gateway.core.request_ids import client_request_id, new_request_id
+from gateway.dashboard import session
 from gateway.fronts import chat, forwarded
 
 if TYPE_CHECKING:
@@ -105,12 +107,17 @@ async def readyz(request: Request) -> Response:
 
 
 async def require_admin(request: Request) -> None:
-    """Admin routes need GATEWAY_ADMIN_KEY; when it is unset they are disabled."""
+    """Admin routes need GATEWAY_ADMIN_KEY; when it is unset they are disabled. A read (GET) also passes
+    with the dashboard's session cookie (``gateway.dashboard.session``), so its links open the reports."""
     admin_key = state_of(request).settings.admin_key
     if not admin_key:
         raise PermissionDenied(
             "Admin routes are disabled: set GATEWAY_ADMIN_KEY to enable them.", code="admin_disabled"
         )
+    if request.method in ("GET", "HEAD") and session.valid(
+        admin_key, request.cookies.get(session.COOKIE), now=time.time()
+    ):
+        return
     presented = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
     presented = presented or request.headers.get("x-admin-key", "")
     if not hmac.compare_digest(presented.encode(), admin_key.encode()):
