@@ -41,7 +41,8 @@ header { display: flex; flex-wrap: wrap; gap: 12px; align-items: baseline; justi
   border-bottom: 1px solid var(--line); }
 h1 { font-size: 22px; margin: 0; } h2 { font-size: 18px; margin: 28px 0 8px; }
 form.filters { display: flex; flex-wrap: wrap; gap: 10px; align-items: end; margin: 8px 0; }
-label { display: flex; flex-direction: column; font-size: 13px; color: var(--muted); gap: 2px; }
+.field { display: flex; flex-direction: column; gap: 2px; }
+label { font-size: 13px; color: var(--muted); }
 select, input, button { font: inherit; padding: 4px 6px; border: 1px solid #888; border-radius: 4px;
   background: #fff; color: var(--ink); }
 button { background: var(--accent); color: #fff; border-color: var(--accent); cursor: pointer; }
@@ -110,8 +111,9 @@ def login_page(message: str | None = None) -> str:
         "(<code>GATEWAY_ADMIN_KEY</code>)."
         " It is kept as a signed session cookie for 12 hours, never in the address.</p>"
         f'{said}<form method="post" action="/admin/dashboard/login">'
-        '<label for="key">Admin key<input id="key" name="key" type="password" autocomplete="current-password"'
-        ' required autofocus size="40"></label> <p><button type="submit">Sign in</button></p></form></main>'
+        '<div class="field"><label for="key">Admin key</label><input id="key" name="key" type="password" '
+        'autocomplete="current-password" required autofocus size="40"></div>'
+        ' <p><button type="submit">Sign in</button></p></form></main>'
     )
     return _document("Sign in · Gateway costs", body)
 
@@ -170,20 +172,39 @@ def _filters(view: View) -> str:
     end = chosen.end if chosen.name == "custom" else ""
     tenants = [("", "All tenants"), *((name, name) for name in view.tenants)]
     models = [("", "All models"), *((name, name) for name in view.models)]
+    periods = list(PERIODS.items())
+    stacks = [("model", "Model"), ("tenant", "Tenant")]
     return (
-        '<form class="filters" method="get" action="/admin/dashboard" aria-label="Period and filters">'
-        f'<label>Period<select name="period" id="period">{_options(list(PERIODS.items()), chosen.name)}'
-        "</select></label>"
-        f'<label>From (custom)<input type="date" name="from" id="from" value="{escape(start or "")}"></label>'
-        f'<label>To, inclusive<input type="date" name="to" id="to" value="{escape(end or "")}"></label>'
-        f'<label>Tenant<select name="tenant" id="tenant">{_options(tenants, view.tenant or "")}'
-        "</select></label>"
-        f'<label>Model<select name="model" id="model">{_options(models, view.model or "")}</select></label>'
-        f'<label>Stack by<select name="stack" id="stack">'
-        f"{_options([('model', 'Model'), ('tenant', 'Tenant')], view.stack)}</select></label>"
-        '<button type="submit" id="apply">Apply</button></form>'
+        '<form class="filters" method="get" action="/admin/dashboard" aria-label="What to show">'
+        + _field(
+            "period", "Period", f"<select name='period' id='period'>{_options(periods, chosen.name)}</select>"
+        )
+        + _field("from", "From (custom)", _day_input("from", start))
+        + _field("to", "To, inclusive", _day_input("to", end))
+        + _field(
+            "tenant",
+            "Tenant",
+            f"<select name='tenant' id='tenant'>{_options(tenants, view.tenant or '')}</select>",
+        )
+        + _field(
+            "model", "Model", f"<select name='model' id='model'>{_options(models, view.model or '')}</select>"
+        )
+        + _field(
+            "stack", "Stack by", f"<select name='stack' id='stack'>{_options(stacks, view.stack)}</select>"
+        )
+        + '<button type="submit" id="apply">Apply</button></form>'
         '<p class="note noprint">Tags: cost events carry no tags yet, so there is no tag filter.</p>'
     )
+
+
+def _field(ident: str, label: str, control: str) -> str:
+    return f"<div class='field'><label for='{ident}'>{escape(label)}</label>{control}</div>"
+
+
+def _day_input(name: str, value: str | None) -> str:
+    """A date picker; a text field for a bound with a time of day (a date picker cannot show it)."""
+    kind = "date" if not value or len(value) == 10 else "text"
+    return f"<input type='{kind}' name='{name}' id='{name}' value='{escape(value or '')}'>"
 
 
 def _tiles(view: View) -> str:
