@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import Literal
+from typing import Literal, cast
 
 from gateway.ledger.period import Period, day_of
 
@@ -53,4 +53,4 @@ def choose(name: str, start: str | None, end: str | None, *, now_ms: int) -> Cho
         period = Period.parse(bounds[0], bounds[1], now_ms=now_ms)
     except OverflowError as exc:
         raise ValueError("a date past 9999-12-31") from exc
-    return Chosen(name, bounds[0], bounds[1], period)  # type: ignore[arg-type]
+    return Chosen(cast("PeriodName", name), bounds[0], bounds[1], period)

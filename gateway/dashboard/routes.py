@@ -16,7 +16,16 @@ from fastapi import APIRouter, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from gateway.dashboard import session
-from gateway.dashboard.figures import DashboardSource, Stack, burns, grouped, read_cube, scan, stacked
+from gateway.dashboard.figures import (
+    SCAN_LIMIT,
+    DashboardSource,
+    Stack,
+    burns,
+    grouped,
+    read_cube,
+    scan,
+    stacked,
+)
 from gateway.dashboard.page import ReportLink, View, dashboard_page, login_page, message_page
 from gateway.dashboard.periods import choose
 from gateway.ledger.summary import basis_of, total
@@ -56,7 +65,9 @@ def dashboard_router(
     model_names: Callable[[Request], Iterable[str]],
     report_links: Callable[[Request], Awaitable[Sequence[ReportLink]]],
     clock: Clock = time.time,
+    scan_limit: int = SCAN_LIMIT,
 ) -> APIRouter:
+    """``scan_limit``: the events read for the figures the counters do not hold (``figures.SCAN_LIMIT``)."""
     router = APIRouter(tags=["dashboard"])
 
     def disabled() -> HTMLResponse:
@@ -90,6 +101,7 @@ def dashboard_router(
                 tenant_names=tenant_names,
                 model_names=model_names,
                 report_links=report_links,
+                scan_limit=scan_limit,
             )
         except ValueError as exc:
             page = message_page("Cannot show that", f"{exc}. Go back and choose again.")
@@ -166,6 +178,7 @@ async def _view(
     tenant_names: Callable[[Request], Iterable[str]],
     model_names: Callable[[Request], Iterable[str]],
     report_links: Callable[[Request], Awaitable[Sequence[ReportLink]]],
+    scan_limit: int,
 ) -> View:
     chosen = choose(period, start, end, now_ms=now_ms)
     known = sorted(set(await reader.tenants()) | set(tenant_names(request)))
@@ -185,7 +198,7 @@ async def _view(
         by_model=grouped(cube, "model", model=model),
         days=chosen.period.days(),
         per_day=stacked(cube, stack, model=model),
-        scan=await scan(reader, tenants=tenants, period=chosen.period, model=model),
+        scan=await scan(reader, tenants=tenants, period=chosen.period, model=model, limit=scan_limit),
         burns=await burns(reader, tenants, now_ms=now_ms),
         links=await report_links(request),
         now_ms=now_ms,

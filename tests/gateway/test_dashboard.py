@@ -111,7 +111,12 @@ class Setup:
 
 
 @pytest.fixture
-async def setup(redis_client: aioredis.Redis) -> AsyncIterator[Setup]:
+def scan_limit() -> int:
+    return 50_000
+
+
+@pytest.fixture
+async def setup(redis_client: aioredis.Redis, scan_limit: int) -> AsyncIterator[Setup]:
     keys = LedgerKeys(f"test-{random.getrandbits(40):x}")
     await EventApplier(redis_client, keys=keys, retention_months=13).apply(EVENTS)
     reader = LedgerReader(redis_client, keys=keys, budget_of=BUDGETS.get, page_size=7)
@@ -129,6 +134,7 @@ async def setup(redis_client: aioredis.Redis) -> AsyncIterator[Setup]:
             model_names=lambda request: ["gpt-5.4", "gpt-5.4-mini", "o-unused"],
             report_links=links,
             clock=lambda: clock[0],
+            scan_limit=scan_limit,
         )
     )
     transport = httpx.ASGITransport(app=app)
@@ -405,3 +411,19 @@ async def test_dashboard_budget_burn_and_month_end_forecast(setup: Setup) -> Non
     assert money(burn["alpha"][4].removesuffix(" — over budget")) == forecast
     assert burn["alpha"][4].endswith("over budget") == (forecast > 50_000_000)
     assert burn["beta"][2] == "no budget" and "chart-burn" in page
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("scan_limit", [10])
+async def test_dashboard_says_when_it_read_only_the_first_events_and_keeps_the_totals_exact(
+    setup: Setup, scan_limit: int
+) -> None:
+    await signed_in(setup.client)
+    page = (await setup.client.get("/admin/dashboard", params={"period": "last_month"})).text
+    period = choose("last_month", None, None, now_ms=int(NOW * 1000)).period
+    inside = sorted(within(period), key=lambda event: event.time_ms)
+    assert len(inside) > scan_limit
+    assert "(from the first 10 events of the period only)" in page
+    shown = sum(int(row[0]) for row in table(page, "table-actions").values())
+    assert shown == sum(1 for event in inside[:scan_limit] if side_kind(event) is None)
+    assert tile(page, "total-cost") == sum(event.cost_nanos for event in inside)
