@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from gateway.base.money import nanos_from_usd
 from gateway.cli import main
 from gateway.dashboard.text import dollars
 from gateway.ledger import CostEvent, LedgerReader, Period
+from gateway.ledger.period import day_of
 from tests.e2e.ledger_helpers import KEYS, wait_until
 from tests.e2e.processes import gateway_process
 from tests.factories import OTHER_KEY, TENANT_KEY, make_config, write_config
@@ -137,7 +139,9 @@ def test_dashboard_in_chromium_signs_in_filters_and_matches_the_ledger(
 ) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    today = time.strftime("%Y-%m-%d", time.gmtime())
+    week_start = (date.fromisoformat(day_of(int(time.time() * 1000))) - timedelta(days=6)).isoformat()
+    first_day = day_of(min(event.time_ms for event in served.events))
+    last_day = day_of(max(event.time_ms for event in served.events))
     first = served.tenants[0]
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
@@ -155,11 +159,11 @@ def test_dashboard_in_chromium_signs_in_filters_and_matches_the_ledger(
             (cookie,) = [found for found in page.context.cookies() if found["name"] == "gateway_dashboard"]
             assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and ADMIN_KEY not in cookie["value"]
 
-            # today, the first tenant: the page against gateway costs summary --tenant ... --from today
-            page.get_by_label("Period", exact=True).select_option("today")
+            # the last 7 days, the first tenant: as gateway costs summary --tenant … --from <6 days ago>
+            page.get_by_label("Period", exact=True).select_option("7d")
             page.get_by_label("Tenant", exact=True).select_option(first)
             page.get_by_role("button", name="Apply").click()
-            expected = summary(capsys, redis_url, "--tenant", first, "--from", today)
+            expected = summary(capsys, redis_url, "--tenant", first, "--from", week_start)
             assert expected["requests"] == 4 and expected["cost"] > 0
             expect(page.locator("#total-cost")).to_have_text(dollars(expected["cost"]))
             expect(page.locator("#total-saving")).to_have_text(dollars(expected["saving"]))
@@ -169,15 +173,15 @@ def test_dashboard_in_chromium_signs_in_filters_and_matches_the_ledger(
 
             # custom period, every tenant, one model, stacked by tenant
             page.get_by_label("Period", exact=True).select_option("custom")
-            page.get_by_label("From (custom)", exact=True).fill(today)
-            page.get_by_label("To, inclusive", exact=True).fill(today)
+            page.get_by_label("From (custom)", exact=True).fill(first_day)
+            page.get_by_label("To, inclusive", exact=True).fill(last_day)
             page.get_by_label("Tenant", exact=True).select_option("")
             page.get_by_label("Model", exact=True).select_option("small")
             page.get_by_label("Stack by", exact=True).select_option("tenant")
             page.get_by_role("button", name="Apply").click()
             expect(page.get_by_label("Model", exact=True)).to_have_value("small")
             small_only = summary(
-                capsys, redis_url, "--from", today, "--to", today, group_by="model", only="small"
+                capsys, redis_url, "--from", first_day, "--to", last_day, group_by="model", only="small"
             )
             expect(page.locator("#total-cost")).to_have_text(dollars(small_only["cost"]))
             expect(page.locator("#total-requests")).to_have_text(f"{small_only['requests']:,}")
