@@ -427,3 +427,16 @@ async def test_dashboard_says_when_it_read_only_the_first_events_and_keeps_the_t
     shown = sum(int(row[0]) for row in table(page, "table-actions").values())
     assert shown == sum(1 for event in inside[:scan_limit] if side_kind(event) is None)
     assert tile(page, "total-cost") == sum(event.cost_nanos for event in inside)
+
+
+@pytest.mark.anyio
+async def test_dashboard_of_a_period_without_events_shows_zeros_and_no_rows(setup: Setup) -> None:
+    await signed_in(setup.client)
+    query = {"period": "custom", "from": "2020-01-01", "to": "2020-01-02"}
+    answer = await setup.client.get("/admin/dashboard", params=query)
+    assert answer.status_code == 200
+    page = answer.text
+    assert tile(page, "total-cost") == 0 and tile(page, "total-requests") == 0
+    assert set(table(page, "table-days")) == {"2020-01-01", "2020-01-02"}
+    assert table(page, "table-conversations") == {} and set(table(page, "table-side")) == {"Total"}
+    assert "gateway costs summary --from 2020-01-01 --to 2020-01-02 --group-by tenant" in page
