@@ -26,8 +26,9 @@ from gateway.dashboard.figures import (
     scan,
     stacked,
 )
-from gateway.dashboard.page import ReportLink, View, dashboard_page, login_page, message_page
+from gateway.dashboard.page import dashboard_page, login_page, message_page
 from gateway.dashboard.periods import choose
+from gateway.dashboard.view import ReportLink, View
 from gateway.ledger.summary import basis_of, total
 
 PATH = "/admin/dashboard"

@@ -12,8 +12,8 @@ from redis.exceptions import RedisError
 from starlette.requests import Request
 
 from gateway.dashboard.figures import DashboardSource
-from gateway.dashboard.page import ReportLink
 from gateway.dashboard.routes import dashboard_router
+from gateway.dashboard.view import ReportLink
 from gateway.edge.routes import state_of, tenant_names
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.report.reader import SampleReader

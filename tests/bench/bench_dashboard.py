@@ -20,8 +20,8 @@ import redis.asyncio as aioredis
 from fastapi import FastAPI, Request
 
 from gateway.dashboard.figures import SCAN_LIMIT
-from gateway.dashboard.page import ReportLink
 from gateway.dashboard.routes import dashboard_router
+from gateway.dashboard.view import ReportLink
 from gateway.ledger.apply import EventApplier
 from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys

@@ -24,9 +24,9 @@ from gateway.cli import main
 from gateway.config.schema.ledger import BudgetConfig
 from gateway.dashboard import session
 from gateway.dashboard.figures import side_kind
-from gateway.dashboard.page import ReportLink
 from gateway.dashboard.periods import choose
 from gateway.dashboard.routes import dashboard_router
+from gateway.dashboard.view import ReportLink
 from gateway.ledger.apply import EventApplier
 from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys
