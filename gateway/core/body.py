@@ -19,14 +19,17 @@ JsonObject = dict[str, Any]
 def headers_of(request: Request) -> dict[str, str]:
     """The request's headers as a plain dict, decoded once per request (Starlette's ``Headers`` decodes
     and scans its raw list on every lookup, and a request is looked up a dozen times)."""
-    headers: dict[str, str] | None = request.scope.get("gateway.headers")
-    if headers is None:
-        headers = request.scope["gateway.headers"] = dict(request.headers.items())
+    scope = request.scope
+    headers: dict[str, str] | None = scope.get("gateway.headers")
+    if headers is None:  # ASGI's header names are lower-case bytes; Starlette decodes both as latin-1 too
+        pairs = scope["headers"]
+        headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in pairs}
+        scope["gateway.headers"] = headers
     return headers
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
+    declared = headers_of(request).get("content-length")
     if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise _too_large(limit)
     chunks: list[bytes] = []
