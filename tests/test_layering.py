@@ -208,6 +208,7 @@ LAYERS = (
     "gateway.experiments.report",
     "gateway.experiments",
     "gateway.conversations",
+    "gateway.alerts",
     "gateway.metrics",
     "gateway.core",
     "gateway.upstream",

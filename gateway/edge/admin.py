@@ -24,6 +24,10 @@ def redacted(config: GatewayConfig) -> dict[str, Any]:
         if provider.get("api_key"):
             provider["api_key"] = REDACTED
         provider["headers"] = {name: REDACTED for name in provider.get("headers", {})}
+    alerts = data.get("alerts", {})
+    if alerts.get("webhook_url"):
+        alerts["webhook_url"] = REDACTED  # a Slack webhook URL is its own credential
+    alerts["headers"] = {name: REDACTED for name in alerts.get("headers", {})}
     for name, tenant in config.tenants.items():
         data["tenants"][name]["keys"] = [f"key id {digest[:KEY_ID_LENGTH]}" for digest in tenant.key_hashes()]
     return data

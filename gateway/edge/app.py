@@ -73,6 +73,7 @@ def create_app(
             task_group.start_soon(state.store.watch, settings.reload_interval)
             task_group.start_soon(state.responses.settler.run)
             task_group.start_soon(state.mode.run)
+            task_group.start_soon(state.alerts.run)  # idle (no Redis, no network) without alerts.webhook_url
             stack.callback(task_group.cancel_scope.cancel)
             log.info("gateway_started", config=str(settings.config), models=len(state.store.current.routes))
             yield

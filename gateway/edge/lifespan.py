@@ -16,6 +16,8 @@ from functools import partial
 import redis.asyncio as aioredis
 import structlog
 
+from gateway.alerts.checker import AlertChecker
+from gateway.alerts.webhook import Webhook
 from gateway.base.background import Background
 from gateway.config.reload import ConfigStore
 from gateway.config.schema.root import GatewayConfig
@@ -158,6 +160,12 @@ async def open_gateway(
         experiment_errors=metrics.families.count_experiment_error,
     )
     stack.push_async_callback(pipeline.experiments.aclose)  # before the pool and the ledger: shadow calls end
+    reader = LedgerReader(redis, keys=ledger.keys, budget_of=live.budget_of)
+    webhook = Webhook(
+        lambda: live.config().alerts,
+        count=lambda kind, outcome: metrics.families.alerts.labels(kind, outcome).inc(),
+    )
+    stack.push_async_callback(webhook.aclose)
     return GatewayState(
         settings=settings,
         store=store,
@@ -166,9 +174,10 @@ async def open_gateway(
         pipeline=pipeline,
         responses=StoredResponses(memory, Settler(memory, observers=observers, store=store, pool=pool)),
         ledger=ledger,
-        reader=LedgerReader(redis, keys=ledger.keys, budget_of=live.budget_of),
+        reader=reader,
         samples=samples,
         metrics=metrics,
         mode=mode,
         readiness=Readiness(redis, ledger, mode),
+        alerts=AlertChecker(redis, reader=reader, config=live.config, webhook=webhook),
     )

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
+from gateway.alerts.checker import AlertChecker
 from gateway.config.reload import ConfigStore
 from gateway.config.settings import Settings
 from gateway.edge.readiness import Readiness
@@ -32,3 +33,4 @@ class GatewayState:
     metrics: GatewayMetrics
     mode: ModeWatch
     readiness: Readiness
+    alerts: AlertChecker

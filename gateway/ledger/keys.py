@@ -11,6 +11,7 @@ gw:{t}:daily:2026-11-30     hash    integer counters of the day, overall and per
 gw:{t}:monthly:2026-11      hash    integer counters of the month (``cost``, ``saving``, ``requests``)
 gw:{t}:holds                hash    open budget reservations ``r:<request id>`` → nanos, and their ``total``
 gw:{t}:holds:expiry         zset    when each open reservation lapses (epoch ms)
+gw:{t}:alert:2026-11:80     string  an alert claimed (budget 80% of November): sent at most once
 gw:tenants                  set     names of the tenants that have events (single-key operations only)
 gw:probe                    string  written to learn whether Redis takes writes again (expires in 60 s)
 ==========================  ======  =====================================================================
@@ -54,3 +55,6 @@ class LedgerKeys:
 
     def hold_expiry(self, tenant: str) -> str:
         return f"{self.prefix}:{{{tenant}}}:holds:expiry"
+
+    def alert(self, tenant: str, period: str, name: str) -> str:
+        return f"{self.prefix}:{{{tenant}}}:alert:{period}:{name}"

@@ -25,6 +25,9 @@ gateway_experiment_redis_errors_total      counter    experiment operation kind 
 gateway_token_counts_total                 counter    endpoint tenant status      token counting calls
                                                                                   (count_tokens,
                                                                                   input_tokens) by tenant
+gateway_alerts_total                       counter    kind outcome                alerts to the webhook
+                                                                                  (outcome: delivered,
+                                                                                  retried, failed, dropped)
 gateway_upstream_latency_seconds           histogram  model                       the answering call
 gateway_overhead_seconds                   histogram  endpoint                    total minus upstream
 gateway_time_to_first_token_seconds        histogram  model                       streams
@@ -66,6 +69,7 @@ class Families:
     retries: Counter
     experiment_redis_errors: Counter
     token_counts: Counter
+    alerts: Counter
     upstream_latency: Histogram
     overhead: Histogram
     first_token: Histogram
@@ -119,6 +123,12 @@ def build_families(registry: CollectorRegistry | None) -> Families:
             "gateway_token_counts",
             "Token counting calls (count_tokens, input_tokens) by tenant: a configured name, so bounded",
             ("endpoint", "tenant", "status"),
+        ),
+        alerts=counter(
+            "gateway_alerts",
+            "Alert deliveries to the webhook by kind (budget, forecast, policy_fit) and outcome (delivered; "
+            "retried: an attempt failed, another follows; failed: every attempt failed; dropped: queue full)",
+            ("kind", "outcome"),
         ),
         upstream_latency=histogram(
             "gateway_upstream_latency_seconds",

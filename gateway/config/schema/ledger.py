@@ -5,9 +5,10 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gateway.base.money import nanos_from_usd, usd
+from gateway.config.schema.alerts import ascending_percents
 
 
 class _Strict(BaseModel):
@@ -55,6 +56,16 @@ class BudgetConfig(_Strict):
     soft_usd: Decimal | None = Field(default=None, gt=0, decimal_places=9)
     hard: bool = True
     on_redis_down: Literal["closed", "open"] = "closed"
+    alert_thresholds: tuple[int, ...] | None = Field(
+        default=None,
+        description="percents of each limit that alert (alerts: webhook_url set); unset: alerts.thresholds, "
+        "empty: none for this tenant",
+    )
+
+    @field_validator("alert_thresholds")
+    @classmethod
+    def _thresholds(cls, values: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        return None if values is None else ascending_percents(values)
 
     @model_validator(mode="after")
     def _consistent(self) -> BudgetConfig:

@@ -9,6 +9,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
+from gateway.config.schema.alerts import AlertsConfig
 from gateway.config.schema.base import Strict
 from gateway.config.schema.counting import CountingConfig, EncodingName
 from gateway.config.schema.experiments import ExperimentConfig
@@ -228,6 +229,7 @@ class GatewayConfig(_Strict):
     experiments: dict[str, ExperimentConfig] = Field(
         default_factory=dict, description="shadow and split experiments (gateway.experiments)"
     )
+    alerts: AlertsConfig = AlertsConfig()
 
     @model_validator(mode="after")
     def _references(self) -> GatewayConfig:
