@@ -202,6 +202,10 @@ class LedgerRecorder:
             reason=record.reason,
             conversation=record.conversation,
             band=record.band,
+            prompt_tokens=record.prompt_tokens,
+            retries=record.retries,
+            upstream_ms=_ms(record.upstream_seconds),
+            first_token_ms=_ms(record.first_token_seconds),
             **fields,
         )
 
@@ -373,3 +377,7 @@ def _priced(usage: Usage, cost: Cost | None) -> dict[str, Any]:
         "tool_cost_nanos": cost.tool_nanos if cost else 0,
         "cost_parts": None if cost is None else cost.parts,
     }
+
+
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else int(seconds * 1000)

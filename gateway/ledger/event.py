@@ -64,6 +64,15 @@ class CostEvent:
     band: str | None = None
     """Where the prompt as received stood against its model's lines (``policies.Band``: below_warning,
     warning, over_cliff, over_window), when the policy ran; None for side calls and older events."""
+    prompt_tokens: int | None = None
+    """The gateway's count of the prompt as received (before any transform); None for side calls and on
+    events written before it was recorded."""
+    retries: int = 0
+    """Upstream attempts beyond the first (retries and fallbacks) the request needed."""
+    upstream_ms: int | None = None
+    """The answering upstream call's time (to the end of a stream)."""
+    first_token_ms: int | None = None
+    """A stream's time from the upstream call to its first content."""
 
     def __post_init__(self) -> None:
         if not self.id or not self.tenant:
