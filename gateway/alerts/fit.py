@@ -14,9 +14,11 @@ from gateway.config.schema.alerts import PolicyFitConfig
 from gateway.ledger.event import CostEvent
 from gateway.ledger.period import day_of
 from policies import Action
+from policies.bands import Band
 
 REQUEST_ACTIONS = frozenset(action.value for action in Action)
 ACTED = frozenset({Action.COMPRESS.value, Action.RETRIEVE.value, Action.REROUTE.value})
+BANDS_ACTED_ON = frozenset({Band.WARNING.value, Band.OVER_CLIFF.value, Band.OVER_WINDOW.value})
 
 
 @dataclass(slots=True)
@@ -33,7 +35,7 @@ class FitCount:
         self.requests += 1
         if event.tier is not None:
             self.over_cliff += 1
-        if event.action in ACTED or event.reason is not None:
+        if event.action in ACTED or event.reason is not None or event.band in BANDS_ACTED_ON:
             self.in_band += 1
 
 
