@@ -207,6 +207,7 @@ LAYERS = (
     "gateway.proxy",
     "gateway.experiments.report",
     "gateway.experiments",
+    "gateway.analysis",
     "gateway.conversations",
     "gateway.alerts",
     "gateway.metrics",

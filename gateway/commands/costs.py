@@ -1,4 +1,4 @@
-"""``gateway costs export|summary``: finance reads the ledger straight from the gateway's Redis.
+"""``gateway costs export|summary|models``: finance reads the ledger straight from the gateway's Redis.
 
 The Redis is ``--redis-url``, else ``GATEWAY_REDIS_URL``, else the unix socket of the embedded server in
 the data directory (``<GATEWAY_DATA_DIR>/redis/redis.sock``), when the gateway runs one. The ledger's keys
@@ -15,10 +15,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO, Any
 
+import orjson
 import redis.asyncio as aioredis
 
+from gateway.analysis.costs import cost_view, document
+from gateway.analysis.costs_render import table as models_table
+from gateway.analysis.window import window
 from gateway.commands.store import CommandError, gateway_config, open_store, redis_url, run_command
 from gateway.config.schema.ledger import LedgerConfig
+from gateway.config.schema.root import GatewayConfig
 from gateway.config.settings import Settings
 from gateway.ledger.event import CostEvent
 from gateway.ledger.formats import FORMATS, ExportFormat, counters_row, encode_events, encode_summary
@@ -43,6 +48,15 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     summary.add_argument("--group-by", choices=GROUPS, default="tenant")
     summary.add_argument("--format", choices=("table", "csv", "json"), default="table")
     summary.set_defaults(handler=run_summary)
+    models = actions.add_parser(
+        "models", help="the total cost per model and context length: spend, latency, failures, retries"
+    )
+    _period_options(models)
+    models.add_argument(
+        "--since", help="a duration back from now (7d, 24h) or a date; default 7d (--from wins over it)"
+    )
+    models.add_argument("--format", choices=("table", "json"), default="table")
+    models.set_defaults(handler=run_models)
 
 
 def _period_options(parser: argparse.ArgumentParser) -> None:
@@ -64,6 +78,10 @@ def run_export(args: argparse.Namespace) -> int:
 
 def run_summary(args: argparse.Namespace) -> int:
     return run_command(_summary(args), command="costs", redis_problem="cannot read the ledger")
+
+
+def run_models(args: argparse.Namespace) -> int:
+    return run_command(_models(args), command="costs", redis_problem="cannot read the ledger")
 
 
 def key_prefix(args: argparse.Namespace, settings: Settings) -> str:
@@ -141,6 +159,28 @@ async def _summary(args: argparse.Namespace) -> None:
     async for chunk in encode_summary(rows, args.format, group_by=args.group_by):
         sys.stdout.buffer.write(chunk)
     sys.stdout.buffer.flush()
+
+
+async def _models(args: argparse.Namespace) -> None:
+    try:
+        period = window(args.since, args.start, args.end, now_ms=int(time.time() * 1000))
+    except ValueError as exc:
+        raise CommandError(f"invalid --since/--from/--to: {exc}") from exc
+    settings = Settings()
+    config = gateway_config(args.config, settings, defaults="buckets") or GatewayConfig(
+        providers={}, models={}
+    )
+    client, reader = await _open(args)
+    try:
+        view = await cost_view(reader.merged_events(await _tenants(args, reader), period), config)
+    finally:
+        await client.aclose()
+    body = document(view, config, period={"from": iso_time(period.start_ms), "to": iso_time(period.end_ms)})
+    if args.format == "json":
+        sys.stdout.buffer.write(orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.buffer.flush()
+        return
+    sys.stdout.write(models_table(body))
 
 
 def table(rows: list[SummaryRow], *, group_by: str) -> str:

@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 
+from gateway.analysis import routes as analysis_routes
 from gateway.base.errors import GatewayError
 from gateway.config.schema.sampling import SamplingConfig
 from gateway.config.settings import Settings
@@ -143,6 +144,13 @@ def mount_routes(app: FastAPI) -> None:
         experiments_routes.admin_router(
             require_admin=routes.require_admin,
             get_redis=routes.redis_of,
+            get_config=lambda request: routes.state_of(request).store.current.config,
+        )
+    )
+    app.include_router(
+        analysis_routes.admin_router(
+            require_admin=routes.require_admin,
+            get_reader=_reader,
             get_config=lambda request: routes.state_of(request).store.current.config,
         )
     )

@@ -1,0 +1,77 @@
+"""Admin routes of the analyses: ``GET /admin/costs/models`` (the total-cost view)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Annotated
+
+import orjson
+from fastapi import APIRouter, Depends, Query, Request, Response
+
+from gateway.analysis.costs import cost_view, document
+from gateway.analysis.costs_render import page
+from gateway.analysis.window import window
+from gateway.base.errors import InvalidRequest
+from gateway.config.schema.root import GatewayConfig
+from gateway.ledger.period import Period, iso_time
+from gateway.ledger.reader import LedgerReader
+
+Clock = Callable[[], float]
+FromParam = Annotated[str | None, Query(alias="from", description="date or ISO datetime (UTC), inclusive")]
+
+
+def period_of(since: str | None, start: str | None, end: str | None, clock: Clock) -> Period:
+    try:
+        return window(since, start, end, now_ms=int(clock() * 1000))
+    except ValueError as exc:
+        raise InvalidRequest(f"invalid period: {exc}", param="since") from exc
+
+
+def format_of(value: str) -> str:
+    if value not in ("json", "html"):
+        raise InvalidRequest("format must be one of json, html", param="format")
+    return value
+
+
+async def tenants_of(reader: LedgerReader, tenant: str | None) -> list[str]:
+    if tenant is not None:
+        if not tenant or any(ord(char) < 32 for char in tenant):
+            raise InvalidRequest("tenant must be a non-empty name without control characters", param="tenant")
+        return [tenant]
+    return await reader.tenants()
+
+
+def admin_router(
+    *,
+    require_admin: Callable[[Request], Awaitable[None]],
+    get_reader: Callable[[Request], LedgerReader],
+    get_config: Callable[[Request], GatewayConfig],
+    clock: Clock = time.time,
+) -> APIRouter:
+    router = APIRouter(dependencies=[Depends(require_admin)], tags=["analysis"])
+
+    @router.get("/admin/costs/models")
+    async def cost_per_model(
+        request: Request,
+        since: str | None = None,
+        from_: FromParam = None,
+        to: str | None = None,
+        tenant: str | None = None,
+        format: str = "json",
+    ) -> Response:
+        fmt = format_of(format)
+        period = period_of(since, from_, to, clock)
+        reader, config = get_reader(request), get_config(request)
+        events = reader.merged_events(await tenants_of(reader, tenant), period)
+        view = await cost_view(events, config)
+        body = document(
+            view, config, period={"from": iso_time(period.start_ms), "to": iso_time(period.end_ms)}
+        )
+        if fmt == "html":
+            return Response(page(body), media_type="text/html; charset=utf-8")
+        return Response(
+            orjson.dumps({"object": "gateway.cost_per_model", **body}), media_type="application/json"
+        )
+
+    return router
