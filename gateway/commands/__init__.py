@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from gateway.commands import check_config, costs, count, experiments, hash_key, probes, serve
+from gateway.commands import check_config, costs, count, experiments, hash_key, probes, replay, serve
 
 Register = Callable[["argparse._SubParsersAction[Any]"], None]
 
@@ -20,4 +20,5 @@ COMMANDS: tuple[Register, ...] = (
     costs.register,
     probes.register,
     experiments.register,
+    replay.register,
 )

@@ -152,6 +152,7 @@ def mount_routes(app: FastAPI) -> None:
             require_admin=routes.require_admin,
             get_reader=_reader,
             get_config=lambda request: routes.state_of(request).store.current.config,
+            get_engine=lambda request: routes.state_of(request).store.current.engine,
         )
     )
     # last: any other /v1/* path, forwarded only when the config's passthrough list names it
