@@ -4,8 +4,9 @@ Each request's cost event carries what replay needs and no prompt text: the prom
 the model asked for and the one called, the action taken, the usage billed, the cached tokens forwarding it
 unchanged would have had (the counterfactual's, from the conversation's trace), and its side calls by
 parent id. Per request, the candidate's policy engine decides again on that count (as for a request
-without headers, and without the conversation's cache state), and the result is priced with the
-candidate's prices:
+without headers, and without the conversation's cache state: where the cache made the recorded choice in
+the warning band and the candidate puts the prompt in the same band, that choice is kept), and the result
+is priced with the candidate's prices:
 
 - the same action on the same model as recorded: the recorded usage, re-priced (exact);
 - forwarded unchanged or rerouted: the prompt as received, with the cached tokens the counterfactual
@@ -51,6 +52,7 @@ MODELLED_SIDE_ASSUMED = "side-call spend of a modelled transform assumed (no rec
 CACHE_FROM_COUNTERFACTUAL = "forwarded unchanged: cached tokens as the counterfactual had them"
 REROUTED_COLD = "rerouted to another model: its cache assumed cold"
 NO_CACHE_STATE = "decided without the conversation's cache state (the cache chose the recorded action)"
+CACHE_CHOICE_KEPT = "the cache's choice in the warning band kept as recorded (the same band in the candidate)"
 HEADERS_ABSENT = "decided as without headers (the candidate has rules on headers)"
 CARRIED_FAILED = "carried over: a failed call"
 CARRIED_OTHER = "carried over: not a chat request the policy decides (embeddings, passthrough, no decision)"
@@ -175,8 +177,12 @@ class Replay:
         band, action = decision.band.value, decision.action.value
         if self._header_rules:
             self.uncertainty[HEADERS_ABSENT] += 1
-        if event.reason is not None:
-            self.uncertainty[NO_CACHE_STATE] += 1
+        if event.reason is not None:  # the conversation's cache chose the recorded action in the band
+            if band == event.band and decision.model == event.model and not decision.rejection:
+                self.uncertainty[CACHE_CHOICE_KEPT] += 1
+                action = event.action
+            else:
+                self.uncertainty[NO_CACHE_STATE] += 1
         counterfactual = self._counterfactual(event, prompt)
         if decision.rejection is not None:
             return _Priced(0, counterfactual, False, decision.model), band, action, False
