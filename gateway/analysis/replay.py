@@ -11,9 +11,11 @@ is priced with the candidate's prices:
 - the same action on the same model as recorded: the recorded usage, re-priced (exact);
 - forwarded unchanged or rerouted: the prompt as received, with the cached tokens the counterfactual
   had (the model asked for) or none (another model), and the recorded output;
-- a transform that did not happen (compress, retrieve): the forwarded size is modelled as the policy's
-  target (the summary's exact length cannot be known), cold, with side-call spend at the period's own
-  recorded rate per token cut so far (else the cheap model reading the tokens cut and writing 2% of them);
+- a transform that did not happen (compress, retrieve): the forwarded size is modelled (the summary's
+  exact length cannot be known) as the share of the prompt the period's recorded transforms of that kind
+  sent on, at most the policy's target (its target when none was recorded), cold, with side-call spend at
+  the period's recorded rate per token cut (else the cheap model reading the tokens cut and writing 2% of
+  them); what the period's transforms did is learnt in a first pass over it (``gateway.analysis.learnt``);
 - rejected: nothing spent.
 
 What cannot be replayed (failed calls, embeddings and passthrough, events recorded before the prompt's
@@ -27,9 +29,10 @@ Memory is constant: sums per tenant, model, band and action, and a bounded map o
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Callable
 from dataclasses import dataclass, field
 
+from gateway.analysis.learnt import TransformStats, learn
 from gateway.base.types import Usage
 from gateway.config.schema.experiments import EXPERIMENT_TENANT_PREFIX
 from gateway.config.schema.root import GatewayConfig
@@ -46,7 +49,13 @@ SHADOW_ACTION = "shadow"
 TIMEOUT_ACTION = "timeout"
 
 # the reasons counted in ``uncertainty``
-MODELLED_TRANSFORM = "transform modelled: forwarded size set to the policy's target, cache cold"
+MODELLED_TRANSFORM = (
+    "transform modelled: sent at the policy's target (none recorded to learn from), cache cold"
+)
+MODELLED_SIZE_RATIO = (
+    "transform modelled: sent at the period's recorded share of the prompt (at most the policy's target), "
+    "cache cold"
+)
 MODELLED_SIDE_RATE = "side-call spend of a modelled transform at the period's recorded rate per token cut"
 MODELLED_SIDE_ASSUMED = "side-call spend of a modelled transform assumed (no recorded one to learn from)"
 CACHE_FROM_COUNTERFACTUAL = "forwarded unchanged: cached tokens as the counterfactual had them"
@@ -114,9 +123,9 @@ class Replay:
     first_ms: int | None = None
     last_ms: int | None = None
     _recent: OrderedDict[str, Outcome] = field(default_factory=OrderedDict)
-    _cut_tokens: dict[str, int] = field(default_factory=dict)
-    _cut_side_nanos: dict[str, int] = field(default_factory=dict)
-    _transform_parents: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    stats: TransformStats = field(default_factory=TransformStats)
+    """What the period's transforms did, learnt beforehand (``learnt.learn``) or as the events come."""
+    learning: bool = True
     _header_rules: bool = False
 
     def __post_init__(self) -> None:
@@ -126,6 +135,8 @@ class Replay:
         self.events += 1
         self.first_ms = event.time_ms if self.first_ms is None else self.first_ms
         self.last_ms = event.time_ms
+        if self.learning:
+            self.stats.observe(event)
         if event.parent_id is not None or event.action == SHADOW_ACTION:
             self._side(event)
         else:
@@ -140,13 +151,6 @@ class Replay:
         self.actions[(event.band or band, "recorded", event.action)] += 1
         self.actions[(band, "replayed", action)] += 1
         self._remember(event.id, Outcome(kept, event.tenant))
-        if event.action in TRANSFORMS and event.prompt_tokens is not None:
-            self._cut_tokens[event.action] = self._cut_tokens.get(event.action, 0) + max(
-                event.prompt_tokens - event.input_tokens, 0
-            )
-            self._transform_parents[event.id] = event.action
-            if len(self._transform_parents) > RECENT_REQUESTS:
-                self._transform_parents.popitem(last=False)
         self._count(event.tenant, recorded, replayed)
 
     def _count(self, tenant: str, recorded: _Priced, replayed: _Priced) -> None:
@@ -192,9 +196,15 @@ class Replay:
                 counterfactual = cost
             return _Priced(cost, counterfactual, tier, event.model), band, action, True
         if action in TRANSFORMS:
-            target = decision.compress.target_tokens if action == Action.COMPRESS.value else None
-            sent = min(prompt, target if target is not None else decision.retrieve.budget_tokens)
-            self.uncertainty[MODELLED_TRANSFORM] += 1
+            compress = action == Action.COMPRESS.value
+            target = decision.compress.target_tokens if compress else decision.retrieve.budget_tokens
+            ratio = self.stats.sent_ratio(action)
+            if ratio is None:
+                sent = min(prompt, target)
+                self.uncertainty[MODELLED_TRANSFORM] += 1
+            else:
+                sent = min(prompt, target, round(prompt * ratio))
+                self.uncertainty[MODELLED_SIZE_RATIO] += 1
             usage = Usage(input_tokens=sent, output_tokens=event.output_tokens)
             cost, tier = self._price(usage, decision.model)
             side = self._modelled_side(action, prompt - sent, decision.compress.cheap_model or decision.model)
@@ -221,10 +231,10 @@ class Replay:
         return event.counterfactual_nanos if found is None else found.total_nanos
 
     def _modelled_side(self, action: str, cut: int, cheap_model: str) -> int:
-        cut_tokens = self._cut_tokens.get(action, 0)
-        if cut_tokens:
+        learnt = self.stats.side_per_cut(action)
+        if learnt is not None:
             self.uncertainty[MODELLED_SIDE_RATE] += 1
-            return self._cut_side_nanos.get(action, 0) * cut // cut_tokens
+            return learnt[0] * cut // learnt[1]
         self.uncertainty[MODELLED_SIDE_ASSUMED] += 1
         usage = Usage(input_tokens=cut, output_tokens=int(cut * ASSUMED_SUMMARY_SHARE))
         return self._price(usage, cheap_model)[0]
@@ -253,9 +263,6 @@ class Replay:
             replayed = recorded
         else:
             parent = self._recent.get(event.parent_id or "")
-            transform = self._transform_parents.get(event.parent_id or "")
-            if transform is not None:  # what the period's own transforms spent on side calls
-                self._cut_side_nanos[transform] = self._cut_side_nanos.get(transform, 0) + recorded
             if parent is None or parent.tenant != event.tenant:
                 self.uncertainty[CARRIED_ORPHAN] += 1
                 replayed = self._price(_usage_of(event), event.model, fallback=recorded)[0]
@@ -322,8 +329,11 @@ def _tool_uses(text: str | None) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(uses))
 
 
-async def replay(events: AsyncIterable[CostEvent], candidate: GatewayConfig, engine: PolicyEngine) -> Replay:
-    result = Replay(candidate, engine)
-    async for event in events:
+async def replay(
+    events: Callable[[], AsyncIterable[CostEvent]], candidate: GatewayConfig, engine: PolicyEngine
+) -> Replay:
+    """Two passes over ``events()``: what the period's transforms did, then every request replayed."""
+    result = Replay(candidate, engine, stats=await learn(events()), learning=False)
+    async for event in events():
         result.add(event)
     return result

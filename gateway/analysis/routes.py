@@ -96,8 +96,10 @@ def admin_router(
         except ValueError as exc:
             raise InvalidRequest(f"invalid period: {exc}", param="from") from exc
         reader = get_reader(request)
-        events = reader.merged_events(await tenants_of(reader, tenant), period)
-        result = await replay(events, candidate.config, candidate.engine)
+        tenants = await tenants_of(reader, tenant)
+        result = await replay(
+            lambda: reader.merged_events(tenants, period), candidate.config, candidate.engine
+        )
         body = replay_report.document(
             result,
             period={"from": iso_time(period.start_ms), "to": iso_time(period.end_ms)},

@@ -60,7 +60,9 @@ async def _replay(args: argparse.Namespace) -> None:
     try:
         reader = LedgerReader(client, keys=LedgerKeys(args.key_prefix or candidate.config.ledger.key_prefix))
         tenants = [args.tenant] if args.tenant else await reader.tenants()
-        result = await replay(reader.merged_events(tenants, period), candidate.config, candidate.engine)
+        result = await replay(
+            lambda: reader.merged_events(tenants, period), candidate.config, candidate.engine
+        )
     finally:
         await client.aclose()
     body = document(

@@ -109,7 +109,7 @@ async def measure(url: str, count: int) -> None:
         period = Period(START_MS, START_MS + count * 2 + 1)
         before = rss_mb()
         started = time.perf_counter()
-        result = await replay(reader.merged_events([tenant], period), config, engine)  # type: ignore[arg-type]
+        result = await replay(lambda: reader.merged_events([tenant], period), config, engine)  # type: ignore[arg-type]
         seconds = time.perf_counter() - started
         report(result.events, seconds, before)
     finally:
@@ -131,7 +131,7 @@ async def compute_only(count: int) -> None:
     config, engine = candidate()
     before = rss_mb()
     started = time.perf_counter()
-    result = await replay(stream(), config, engine)  # type: ignore[arg-type]
+    result = await replay(stream, config, engine)  # type: ignore[arg-type]
     report(result.events, time.perf_counter() - started, before)
 
 

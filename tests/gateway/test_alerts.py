@@ -29,7 +29,7 @@ from gateway.ledger.period import to_ms
 from gateway.ledger.reader import LedgerReader
 from gateway.redis.server import free_port
 from tests.alert_receiver import receiver
-from tests.factories import UPSTREAM, chat_body, completion, gateway_client, make_config
+from tests.factories import ADMIN_KEY, UPSTREAM, chat_body, completion, gateway_client, make_config
 from tests.gateway.test_ledger_event import make_event
 
 DOLLAR = 1_000_000_000
@@ -250,3 +250,14 @@ def _wait_for(condition: Any, tries: int = 400) -> bool:
             return True
         time.sleep(0.025)
     return False
+
+
+def test_the_webhook_url_is_redacted_in_the_effective_config(tmp_path: Path, redis_url: str) -> None:
+    router = respx.Router(assert_all_called=False)
+    secret = "https://hooks.example.test/services/T000/B000/s3cr3tw3bh00k"
+    config = make_config(alerts={"webhook_url": secret, "headers": {"x-token": "h3ad3r"}})
+    with gateway_client(tmp_path, redis_url, router, config=config) as client:
+        body = client.get("/admin/config", headers={"authorization": f"Bearer {ADMIN_KEY}"}).json()
+    assert body["config"]["alerts"]["webhook_url"] == "***"
+    assert body["config"]["alerts"]["headers"] == {"x-token": "***"}
+    assert "s3cr3t" not in str(body) and "h3ad3r" not in str(body)

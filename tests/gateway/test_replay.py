@@ -106,9 +106,10 @@ def test_another_warning_line_compresses_more_and_says_what_it_modelled() -> Non
     actions = body["actions_by_band"]
     assert actions["warning"] == {"compress": {"recorded": 1, "replayed": 2}}
     assert actions["below_warning"] == {"forward": {"recorded": 2, "replayed": 1}}
-    assert body["uncertainty"] == {rp.MODELLED_TRANSFORM: 1, rp.MODELLED_SIDE_RATE: 1, rp.CARRIED_FAILED: 1}
+    assert body["uncertainty"] == {rp.MODELLED_SIZE_RATIO: 1, rp.MODELLED_SIDE_RATE: 1, rp.CARRIED_FAILED: 1}
     replayed = body["total"]["replayed"]
-    # the 230K request is compressed to the target (30% of the 200K line), cold, instead of sent warm
+    # the 230K request is compressed like the recorded one (to 29%: 66K), at most to the target (30% of
+    # the 200K line: 60K), cold, instead of sent warm
     expected = priced(100_000) + priced(75_000) + priced(60_000)
     assert round(float(replayed["request_spend_usd"]) * 1e9) == expected
     # its summary at the rate the recorded one cost per token cut: $0.001 for 185K, so 170K cut
