@@ -161,7 +161,8 @@ def test_costs_models_cli_prints_the_table(
 def test_admin_route_answers_json_and_html(tmp_path: Path, redis_url: str) -> None:
     router = respx.Router(assert_all_called=False)
     router.post(f"{UPSTREAM}/chat/completions").mock(return_value=httpx.Response(200, json=completion()))
-    with gateway_client(tmp_path, redis_url, router, config=config_dict()) as client:
+    config = make_config(sampling={"boundary": {"min_count": 3}})  # no experiment: no shadow call
+    with gateway_client(tmp_path, redis_url, router, config=config) as client:
         assert [client.post("/v1/chat/completions", json=chat_body()).status_code for _ in range(2)] == [
             200,
             200,
