@@ -252,10 +252,13 @@ def links(view: View) -> str:
         query["to"] = view.chosen.end
     if view.tenant:
         query["tenant"] = view.tenant
+    pages = {**query, "format": "html"}
     exports = [
         ReportLink("Cost events (CSV)", "/admin/costs?" + urlencode(query)),
         ReportLink("Cost events (FOCUS)", "/admin/costs?" + urlencode({**query, "format": "focus"})),
         ReportLink("Summary per tenant (CSV)", "/admin/costs/summary?" + urlencode(query)),
+        ReportLink("Total cost per model and context length", "/admin/costs/models?" + urlencode(pages)),
+        ReportLink("Replay under the config in force", "/admin/replay?" + urlencode(pages)),
     ]
     items = "".join(
         f"<li><a href='{escape(link.href)}'>{escape(link.label)}</a></li>" for link in [*view.links, *exports]

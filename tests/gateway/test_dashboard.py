@@ -376,6 +376,8 @@ async def test_dashboard_action_mix_bands_side_calls_and_conversations_follow_th
     estimated = re.search(r'id="saving-estimated">Of the saving, (\S+) rests', page)
     assert estimated is not None and money(estimated.group(1)) == sum(e.saving_nanos for e in guessed)
     assert "Behaviour map: gpt-5.4" in page and "/admin/costs?format=csv&amp;from=2026-11-01" in page
+    assert "/admin/costs/models?format=html&amp;from=2026-11-01" in page
+    assert "/admin/replay?format=html&amp;from=2026-11-01" in page
 
 
 @pytest.mark.anyio
