@@ -29,7 +29,15 @@ from gateway.ledger.period import to_ms
 from gateway.ledger.reader import LedgerReader
 from gateway.redis.server import free_port
 from tests.alert_receiver import receiver
-from tests.factories import ADMIN_KEY, UPSTREAM, chat_body, completion, gateway_client, make_config
+from tests.factories import (
+    ADMIN_KEY,
+    TENANT_KEY,
+    UPSTREAM,
+    chat_body,
+    completion,
+    gateway_client,
+    make_config,
+)
 from tests.gateway.test_ledger_event import make_event
 
 DOLLAR = 1_000_000_000
@@ -215,7 +223,9 @@ async def test_checker_with_alerts_off_claims_nothing(redis_client: aioredis.Red
     await webhook.aclose()
 
 
-def test_requests_never_wait_for_a_held_alert(tmp_path: Path, redis_url: str, hook: str) -> None:
+def test_requests_never_wait_for_a_held_alert(
+    tmp_path: Path, redis_url: str, hook: str, tenant_name: str
+) -> None:
     """The receiver holds the alert unanswered; the tenant's requests are answered all the while."""
     httpx.post(f"{hook}/behave", json={"hold": True})
     router = respx.Router(assert_all_called=False)
@@ -224,7 +234,8 @@ def test_requests_never_wait_for_a_held_alert(tmp_path: Path, redis_url: str, ho
         return_value=httpx.Response(200, json=completion(usage=usage))
     )
     config = make_config(alerts={"webhook_url": f"{hook}/hook", "check_interval_seconds": 0.1})
-    config["tenants"]["acme"]["budget"] = {"monthly_usd": 1, "hard": False}  # $0.25 a request: 25%
+    budget = {"monthly_usd": 1, "hard": False}  # $0.25 a request: 25%
+    config["tenants"] = {tenant_name: {"keys": [TENANT_KEY], "budget": budget}}  # its own: no earlier spend
     try:
         with gateway_client(tmp_path, redis_url, router, config=config) as client:
             statuses = [client.post("/v1/chat/completions", json=chat_body()).status_code for _ in range(3)]
@@ -236,7 +247,7 @@ def test_requests_never_wait_for_a_held_alert(tmp_path: Path, redis_url: str, ho
         httpx.post(f"{hook}/release")
     assert statuses == [200] * 5
     assert held and still >= 1  # the alert was still unanswered while the last requests were served
-    assert received_now(hook)["received"][0]["alert"]["tenant"] == "acme"
+    assert received_now(hook)["received"][0]["alert"]["tenant"] == tenant_name
 
 
 def received_now(hook: str) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from gateway.ledger.period import Period
 from gateway.ledger.reader import LedgerReader
 from tests.factories import (
     ADMIN_KEY,
+    TENANT_KEY,
     UPSTREAM,
     chat_body,
     completion,
@@ -158,10 +159,13 @@ def test_costs_models_cli_prints_the_table(
     assert "invalid --since/--from/--to: 'soon' is neither a duration" in capsys.readouterr().err
 
 
-def test_admin_route_answers_json_and_html(tmp_path: Path, redis_url: str) -> None:
+def test_admin_route_answers_json_and_html(tmp_path: Path, redis_url: str, tenant_name: str) -> None:
     router = respx.Router(assert_all_called=False)
     router.post(f"{UPSTREAM}/chat/completions").mock(return_value=httpx.Response(200, json=completion()))
-    config = make_config(sampling={"boundary": {"min_count": 3}})  # no experiment: no shadow call
+    # a tenant of its own (other tests' tenants share this Redis), and no experiment: no shadow call
+    config = make_config(
+        sampling={"boundary": {"min_count": 3}}, tenants={tenant_name: {"keys": [TENANT_KEY]}}
+    )
     with gateway_client(tmp_path, redis_url, router, config=config) as client:
         assert [client.post("/v1/chat/completions", json=chat_body()).status_code for _ in range(2)] == [
             200,
@@ -173,13 +177,17 @@ def test_admin_route_answers_json_and_html(tmp_path: Path, redis_url: str) -> No
         assert client.get("/admin/costs/models", params={"since": "soon"}, headers=ADMIN).status_code == 400
         for _ in range(200):  # the ledger writes in the background: until both requests are in
             answer = client.get(
-                "/admin/costs/models", params={"tenant": "acme", "since": "1h"}, headers=ADMIN
+                "/admin/costs/models", params={"tenant": tenant_name, "since": "1h"}, headers=ADMIN
             )
             rows = orjson.loads(answer.content)["rows"]
             if rows and rows[0]["requests"] == 2:
                 break
             time.sleep(0.025)
-        page = client.get("/admin/costs/models", params={"format": "html"}, headers=ADMIN)
+        page = client.get(
+            "/admin/costs/models",
+            params={"format": "html", "tenant": tenant_name, "since": "1h"},
+            headers=ADMIN,
+        )
     body = orjson.loads(answer.content)
     assert answer.status_code == 200 and body["object"] == "gateway.cost_per_model"
     [row] = body["rows"]
