@@ -52,7 +52,7 @@ def test_the_suite_runs_on_the_system_redis_then_the_redis_tests_on_the_embedded
     root = checkout(tmp_path, system_redis=True)
     assert run(root, "-q", "tests/x") == (
         0,
-        ["system|unset|-q tests/x", "embedded|unset|-m redis -q tests/x"],
+        ["system|unset|-q tests/x", "embedded|unset|-m redis and not e2e -q tests/x"],
     )
 
 
@@ -64,7 +64,7 @@ def test_without_a_system_redis_the_whole_suite_runs_once_on_the_embedded(tmp_pa
 def test_a_named_database_takes_the_first_run_and_the_embedded_server_the_second(tmp_path: Path) -> None:
     root = checkout(tmp_path, system_redis=False)
     code, calls = run(root, GATEWAY_TEST_REDIS_URL="redis://127.0.0.1:6379/9")
-    assert (code, calls) == (0, ["system|redis://127.0.0.1:6379/9|", "embedded|unset|-m redis"])
+    assert (code, calls) == (0, ["system|redis://127.0.0.1:6379/9|", "embedded|unset|-m redis and not e2e"])
 
 
 def test_a_second_run_that_selects_no_redis_test_is_no_failure(tmp_path: Path) -> None:
@@ -74,7 +74,7 @@ def test_a_second_run_that_selects_no_redis_test_is_no_failure(tmp_path: Path) -
 
 def test_a_failure_in_either_run_fails_bin_test(tmp_path: Path) -> None:
     root = checkout(tmp_path, system_redis=True)
-    assert run(root, codes=(0, 1)) == (1, ["system|unset|", "embedded|unset|-m redis"])
+    assert run(root, codes=(0, 1)) == (1, ["system|unset|", "embedded|unset|-m redis and not e2e"])
     (root / "calls").unlink()
     assert run(root, codes=(1,)) == (1, ["system|unset|"])  # stops at the first failure
 
