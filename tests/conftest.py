@@ -14,6 +14,7 @@ import redis.asyncio as aioredis
 from hypothesis import settings as hypothesis_settings
 
 from gateway.redis.server import EmbeddedRedis, EmbeddedRedisError, free_port
+from tests.postgres import NoPostgres, Schemas, test_database
 from tests.redis_db import DatabaseRefused, claim_database
 from tests.redis_server import RedisChoice, redis_choice
 
@@ -42,12 +43,15 @@ PROCESS_TESTS = ("e2e", "deploy", "docs")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """``redis`` on every test that uses the run's Redis, directly or through another fixture; ``e2e`` on
-    every test of the folders that start processes."""
+    """``redis`` on every test that uses the run's Redis, ``postgres`` on every one that uses its
+    PostgreSQL, directly or through another fixture; ``e2e`` on every test of the folders that start
+    processes."""
     tests = Path(__file__).parent
     for item in items:
         if "redis_url" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.redis)
+        if "postgres_database" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
         if item.path.relative_to(tests).parts[0] in PROCESS_TESTS:
             item.add_marker(pytest.mark.e2e)
 
@@ -90,6 +94,22 @@ def redis_url(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFact
         yield server.url
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_database(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Schemas]:
+    """The run's PostgreSQL database (``tests.postgres``): skips the test, saying why, where there is none."""
+    try:
+        with test_database(tmp_path_factory.mktemp("postgres")) as url:
+            yield Schemas(url)
+    except NoPostgres as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def archive_url(postgres_database: Schemas) -> str:
+    """A PostgreSQL URL whose tables are this test's alone (a schema of its own)."""
+    return postgres_database.new()
 
 
 @pytest.fixture

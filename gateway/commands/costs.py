@@ -1,4 +1,9 @@
-"""``gateway costs export|summary|models``: finance reads the ledger straight from the gateway's Redis.
+"""``gateway costs export|summary|models``: finance reads the ledger straight from where the gateway keeps
+it.
+
+With an archive (``--archive URL``, else, unless ``--redis-url`` is given, the ``ledger.archive`` of
+``--config``), the command reads the PostgreSQL archive (a read replica of it works too) and needs no Redis;
+otherwise it reads Redis.
 
 The Redis is ``--redis-url``, else ``GATEWAY_REDIS_URL``, else the unix socket of the embedded server in
 the data directory (``<GATEWAY_DATA_DIR>/redis/redis.sock``), when the gateway runs one. The ledger's keys
@@ -21,6 +26,7 @@ import redis.asyncio as aioredis
 from gateway.analysis.costs import cost_view, document
 from gateway.analysis.costs_render import table as models_table
 from gateway.analysis.window import window
+from gateway.base.errors import ServiceUnavailable
 from gateway.commands.store import CommandError, gateway_config, open_store, redis_url, run_command
 from gateway.config.schema.ledger import LedgerConfig
 from gateway.config.schema.root import GatewayConfig
@@ -30,6 +36,8 @@ from gateway.ledger.formats import FORMATS, ExportFormat, counters_row, encode_e
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import Period, iso_time
 from gateway.ledger.reader import LedgerReader
+from gateway.ledger.source import LedgerSource
+from gateway.ledger.sources import ledger_source
 from gateway.ledger.summary import GROUPS, SummaryRow, basis_of, summarize, total
 
 PROGRESS_EVERY = 1000
@@ -70,6 +78,10 @@ def _period_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--key-prefix", help="the ledger's key prefix (default: the config's ledger.key_prefix)"
     )
+    parser.add_argument(
+        "--archive",
+        help="read this PostgreSQL archive (postgresql://…; default: the config's ledger.archive)",
+    )
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -87,8 +99,12 @@ def run_models(args: argparse.Namespace) -> int:
 def key_prefix(args: argparse.Namespace, settings: Settings) -> str:
     if args.key_prefix:
         return str(args.key_prefix)
+    return _ledger_config(args, settings).key_prefix
+
+
+def _ledger_config(args: argparse.Namespace, settings: Settings) -> LedgerConfig:
     config = gateway_config(args.config, settings, defaults="ledger key prefix")
-    return (config.ledger if config is not None else LedgerConfig()).key_prefix
+    return config.ledger if config is not None else LedgerConfig()
 
 
 def _parse_period(args: argparse.Namespace) -> Period:
@@ -98,14 +114,27 @@ def _parse_period(args: argparse.Namespace) -> Period:
         raise CommandError(f"invalid --from/--to: {exc}") from exc
 
 
-async def _open(args: argparse.Namespace) -> tuple[aioredis.Redis, LedgerReader]:
+async def _open(args: argparse.Namespace) -> tuple[aioredis.Redis | None, LedgerSource]:
+    """The archive when there is one (no Redis then), else the gateway's Redis."""
     settings = Settings()
+    archive = args.archive
+    if not archive and not args.redis_url:  # an explicit --redis-url reads Redis
+        archive = _ledger_config(args, settings).archive
+    if archive:
+        if not str(archive).startswith(("postgresql://", "postgres://")):
+            raise CommandError("--archive must be a postgresql:// URL")
+        return None, ledger_source(LedgerConfig(), None, archive=archive)
     prefix = key_prefix(args, settings)
     client = await open_store(redis_url(args.redis_url, settings), settings)
     return client, LedgerReader(client, keys=LedgerKeys(prefix))
 
 
-async def _tenants(args: argparse.Namespace, reader: LedgerReader) -> list[str]:
+async def _close(client: aioredis.Redis | None) -> None:
+    if client is not None:
+        await client.aclose()
+
+
+async def _tenants(args: argparse.Namespace, reader: LedgerSource) -> list[str]:
     return [args.tenant] if args.tenant else await reader.tenants()
 
 
@@ -121,8 +150,10 @@ async def _export(args: argparse.Namespace) -> None:
         else:
             with open(args.output, "wb") as handle:
                 await _write(encode_events(_counted(events), fmt), handle)
+    except ServiceUnavailable as exc:
+        raise CommandError(exc.message) from exc
     finally:
-        await client.aclose()
+        await _close(client)
 
 
 async def _write(chunks: AsyncIterator[bytes], out: IO[bytes]) -> None:
@@ -150,8 +181,10 @@ async def _summary(args: argparse.Namespace) -> None:
     try:
         tenants = await _tenants(args, reader)
         rows = await summarize(reader, tenants=tenants, period=period, group_by=args.group_by)
+    except ServiceUnavailable as exc:
+        raise CommandError(exc.message) from exc
     finally:
-        await client.aclose()
+        await _close(client)
     if args.format == "table":
         print(f"{iso_time(period.start_ms)} to {iso_time(period.end_ms)} ({basis_of(period)})")
         sys.stdout.write(table(rows, group_by=args.group_by))

@@ -26,8 +26,8 @@ from gateway.edge.logs import configure_logging
 from gateway.edge.metrics_route import scrape as scrape_metrics
 from gateway.edge.paths import PathGuard
 from gateway.experiments.report import routes as experiments_routes
-from gateway.ledger import LedgerReader
 from gateway.ledger import routes as ledger_routes
+from gateway.ledger.source import LedgerSource
 from gateway.sampling.report import routes as sampling_routes
 from gateway.tokens.counter import TokenCounter
 from gateway.upstream.calls import ClientFactory
@@ -101,7 +101,7 @@ HOT_ROUTES = {
 requests that take the whole way, e.g. a path with a trailing slash)."""
 
 
-def _reader(request: Request) -> LedgerReader:
+def _reader(request: Request) -> LedgerSource:
     return routes.state_of(request).reader
 
 

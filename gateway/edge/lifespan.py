@@ -20,6 +20,7 @@ from gateway.alerts.checker import AlertChecker
 from gateway.alerts.webhook import Webhook
 from gateway.base.background import Background
 from gateway.config.reload import ConfigStore
+from gateway.config.schema.ledger import LedgerConfig
 from gateway.config.schema.root import GatewayConfig
 from gateway.config.schema.sampling import SamplingConfig
 from gateway.config.settings import Settings
@@ -33,6 +34,7 @@ from gateway.fronts.responses.memory import ResponseMemory
 from gateway.fronts.responses.pending import Settler
 from gateway.fronts.responses.stored import StoredResponses
 from gateway.ledger import BudgetConfig, Budgets, Ledger, LedgerReader
+from gateway.ledger.sources import ledger_source
 from gateway.metrics import GatewayMetrics, RequestMetrics, StateReading
 from gateway.proxy.pipeline import Pipeline
 from gateway.redis.connect import RedisModeError, open_redis
@@ -99,6 +101,18 @@ async def open_process_redis(
     return connection.client, mode
 
 
+async def start_archive_drainer(stack: AsyncExitStack, redis: aioredis.Redis, config: LedgerConfig) -> None:
+    """Drain the cost streams into the PostgreSQL archive (``ledger.archive``) until the app stops. It
+    connects when it first drains, so a PostgreSQL that is down delays nothing at start-up."""
+    from gateway.ledger.archive_store import ArchiveStore
+    from gateway.ledger.drainer import ArchiveDrainer
+
+    assert config.archive is not None
+    drainer = ArchiveDrainer(redis, ArchiveStore(config.archive), config=config)
+    drainer.start()
+    stack.push_async_callback(drainer.close)  # before Redis closes (the stack closes in reverse)
+
+
 async def open_gateway(
     stack: AsyncExitStack,
     settings: Settings,
@@ -114,6 +128,8 @@ async def open_gateway(
     ledger = Ledger(redis, spool_dir=settings.data_dir / "spool", config=ledger_config)
     await ledger.start()
     stack.push_async_callback(ledger.close, 10.0)
+    if ledger_config.archive is not None:  # off the request path: a background task of its own
+        await start_archive_drainer(stack, redis, ledger_config)
     samples = SampleWriter(redis, config=live.sampling)
     await samples.start()
     stack.push_async_callback(samples.close)
@@ -160,7 +176,7 @@ async def open_gateway(
         experiment_errors=metrics.families.count_experiment_error,
     )
     stack.push_async_callback(pipeline.experiments.aclose)  # before the pool and the ledger: shadow calls end
-    reader = LedgerReader(redis, keys=ledger.keys, budget_of=live.budget_of)
+    reader = LedgerReader(redis, keys=ledger.keys, budget_of=live.budget_of)  # alerts: the live counters
     webhook = Webhook(
         lambda: live.config().alerts,
         count=lambda kind, outcome: metrics.families.alerts.labels(kind, outcome).inc(),
@@ -174,7 +190,7 @@ async def open_gateway(
         pipeline=pipeline,
         responses=StoredResponses(memory, Settler(memory, observers=observers, store=store, pool=pool)),
         ledger=ledger,
-        reader=reader,
+        reader=ledger_source(ledger_config, redis, keys=ledger.keys, budget_of=live.budget_of),
         samples=samples,
         metrics=metrics,
         mode=mode,

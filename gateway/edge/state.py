@@ -11,7 +11,8 @@ from gateway.config.reload import ConfigStore
 from gateway.config.settings import Settings
 from gateway.edge.readiness import Readiness
 from gateway.fronts.responses.stored import StoredResponses
-from gateway.ledger import Ledger, LedgerReader
+from gateway.ledger import Ledger
+from gateway.ledger.source import LedgerSource
 from gateway.metrics.exposition import GatewayMetrics
 from gateway.proxy.pipeline import Pipeline
 from gateway.redis.mode import ModeWatch
@@ -28,7 +29,7 @@ class GatewayState:
     pipeline: Pipeline
     responses: StoredResponses
     ledger: Ledger
-    reader: LedgerReader
+    reader: LedgerSource
     samples: SampleWriter
     metrics: GatewayMetrics
     mode: ModeWatch

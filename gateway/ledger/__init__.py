@@ -3,7 +3,11 @@ tenants' budgets enforced with reservations. HTTP routes live in ``gateway.ledge
 
 Writing: ``Ledger`` (``record(event)`` on the request path, batches in the background, spools when Redis
 is down). Budgets: ``Budgets.reserve()`` before forwarding, settled by the request's cost event.
-Reading: ``LedgerReader`` (events in time order, summaries, a tenant's usage).
+Reading: one interface, ``LedgerSource`` (``gateway.ledger.source``: tenants, events in time order, daily
+counters, a tenant's usage), answered by Redis (``LedgerReader``) or by the PostgreSQL archive
+(``gateway.ledger.archive_reader.ArchiveReader``); ``ledger_source(config, redis)`` picks by the config.
+Archiving: ``gateway.ledger.drainer.ArchiveDrainer`` copies the cost streams into the archive in the
+background (only when ``ledger.archive`` is set; its modules load only then).
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import Period
 from gateway.ledger.reader import LedgerReader, TenantUsage
+from gateway.ledger.source import LedgerSource
+from gateway.ledger.sources import ledger_source
 from gateway.ledger.writer import Ledger, LedgerStats
 
 __all__ = [
@@ -26,10 +32,12 @@ __all__ = [
     "LedgerConfig",
     "LedgerKeys",
     "LedgerReader",
+    "LedgerSource",
     "LedgerStats",
     "Period",
     "Reservation",
     "TenantUsage",
+    "ledger_source",
     "nanos_from_usd",
     "usd",
 ]

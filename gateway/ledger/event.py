@@ -77,8 +77,11 @@ class CostEvent:
     def __post_init__(self) -> None:
         if not self.id or not self.tenant:
             raise ValueError("a cost event needs an id and a tenant")
-        money = (self.cost_nanos, self.counterfactual_nanos, self.tool_cost_nanos)
-        if any(type(amount) is not int for amount in money):
+        if (
+            type(self.cost_nanos) is not int
+            or type(self.counterfactual_nanos) is not int
+            or type(self.tool_cost_nanos) is not int
+        ):
             raise TypeError("money in a cost event is integer nano-dollars")
 
     @property
@@ -94,14 +97,19 @@ class CostEvent:
         loaded: Any = orjson.loads(data)
         if not isinstance(loaded, dict):
             raise ValueError("a cost event is a JSON object")
-        known = {name: loaded[name] for name in cls.__match_args__ if name in loaded}
+        known = loaded if _FIELDS.issuperset(loaded) else {n: v for n, v in loaded.items() if n in _FIELDS}
         parts = known.get("cost_parts")
         if parts is not None:
             known["cost_parts"] = _parts(parts)
         return cls(**known)
 
 
+_FIELDS = frozenset(CostEvent.__match_args__)
+
+
 def _parts(value: Any) -> tuple[int, int, int, int]:
-    if not isinstance(value, list) or len(value) != 4 or any(type(part) is not int for part in value):
-        raise ValueError("cost_parts is a list of four integer nano-dollar amounts")
-    return (value[0], value[1], value[2], value[3])
+    if type(value) is list and len(value) == 4:
+        first, second, third, fourth = value
+        if type(first) is int and type(second) is int and type(third) is int and type(fourth) is int:
+            return (first, second, third, fourth)
+    raise ValueError("cost_parts is a list of four integer nano-dollar amounts")

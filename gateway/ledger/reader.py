@@ -1,4 +1,4 @@
-"""Reading the ledger back: events in time order with constant memory, counters, a tenant's usage.
+"""Reading the ledger back from Redis: events in time order with constant memory, counters, a tenant's usage.
 
 Events are listed through each month's time index (``order`` zset, members ``<time_ms>|<stream id>``),
 a page at a time, so the order is the events' own time even for events replayed from a spool long after
@@ -9,31 +9,20 @@ entry only for those the span did not cover.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from gateway.config.schema.ledger import BudgetConfig
 from gateway.ledger.budget import BudgetLookup
+from gateway.ledger.counters import Counters, read_counters
 from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import Period, day_of, month_of
 from gateway.ledger.reply import integer, text
-from gateway.ledger.summary import Counters, read_counters
+from gateway.ledger.source import DayCounters, TenantUsage, merge_in_time
 
-
-@dataclass(frozen=True, slots=True)
-class TenantUsage:
-    tenant: str
-    day: str
-    month: str
-    today: Counters
-    this_month: Counters
-    reserved_nanos: int
-    budget: BudgetConfig | None
+__all__ = ["LedgerReader", "TenantUsage"]
 
 
 def _stream_order(stream_id: str) -> tuple[int, int]:
@@ -42,6 +31,8 @@ def _stream_order(stream_id: str) -> tuple[int, int]:
 
 
 class LedgerReader:
+    """The ``LedgerSource`` of Redis (``gateway.ledger.source``)."""
+
     def __init__(
         self,
         redis: Redis,
@@ -83,19 +74,16 @@ class LedgerReader:
 
     async def merged_events(self, tenants: Sequence[str], period: Period) -> AsyncIterator[CostEvent]:
         """Several tenants' events merged into one time order; holds one page per tenant."""
-        sources = [self.events(tenant, period) for tenant in tenants]
-        heap: list[tuple[int, int, CostEvent]] = []
-        for number, source in enumerate(sources):
-            first = await anext(source, None)
-            if first is not None:
-                heap.append((first.time_ms, number, first))
-        heapq.heapify(heap)
-        while heap:
-            _, number, event = heapq.heappop(heap)
+        async for event in merge_in_time([self.events(tenant, period) for tenant in tenants]):
             yield event
-            following = await anext(sources[number], None)
-            if following is not None:
-                heapq.heappush(heap, (following.time_ms, number, following))
+
+    async def daily_counters(self, tenants: Sequence[str], days: Period) -> AsyncIterator[DayCounters]:
+        """Each tenant's counters of each day of ``days`` that has any."""
+        pairs = [(tenant, day) for tenant in tenants for day in days.days()]
+        async for tenant, day, raw in self.daily_hashes(pairs):
+            counters = read_counters(raw)
+            if counters:
+                yield tenant, day, counters
 
     async def usage(self, tenant: str, *, now_ms: int) -> TenantUsage:
         day, month = day_of(now_ms), month_of(now_ms)

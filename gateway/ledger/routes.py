@@ -1,7 +1,8 @@
 """HTTP routes of the ledger: finance exports and summaries (admin key), and a tenant's own usage.
 
 The gateway supplies the seams: ``require_admin(request)`` (raises ``AuthenticationFailed``),
-``get_reader(request) -> LedgerReader`` and ``get_tenant(request) -> Tenant`` (sync or async). Bad
+``get_reader(request) -> LedgerSource`` (the archive or Redis: ``gateway.ledger.sources``) and
+``get_tenant(request) -> Tenant`` (sync or async). Bad
 query parameters raise ``InvalidRequest``, which the gateway's error handler renders.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import inspect
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Annotated, TypeVar
 
 import orjson
@@ -20,6 +21,7 @@ from fastapi.responses import StreamingResponse
 from gateway.base.errors import InvalidRequest
 from gateway.base.money import usd
 from gateway.base.types import Tenant
+from gateway.ledger.event import CostEvent
 from gateway.ledger.formats import (
     EXTENSIONS,
     FORMATS,
@@ -30,7 +32,7 @@ from gateway.ledger.formats import (
     summary_rows,
 )
 from gateway.ledger.period import Period, iso_time
-from gateway.ledger.reader import LedgerReader, TenantUsage
+from gateway.ledger.source import LedgerSource, TenantUsage
 from gateway.ledger.summary import GROUPS, GroupBy, basis_of, summarize, total
 
 T = TypeVar("T")
@@ -43,7 +45,7 @@ ToParam = Annotated[str | None, Query(description="date (inclusive) or ISO datet
 def admin_router(
     *,
     require_admin: Callable[[Request], Awaitable[None]],
-    get_reader: Callable[[Request], LedgerReader],
+    get_reader: Callable[[Request], LedgerSource],
     tenant_names: Callable[[Request], Iterable[str]] | None = None,
     clock: Clock = time.time,
 ) -> APIRouter:
@@ -63,7 +65,7 @@ def admin_router(
         reader = get_reader(request)
         tenant = _tenant_param(tenant)
         tenants = [tenant] if tenant is not None else await _tenants(request, reader, tenant_names)
-        events = reader.merged_events(tenants, period)
+        events = await _started(reader.merged_events(tenants, period))  # a source that fails: 503, not a cut
         name = f"costs-{tenant or 'all'}-{iso_time(period.start_ms)[:10]}-{iso_time(period.end_ms - 1)[:10]}"
         return StreamingResponse(
             encode_events(events, fmt),
@@ -109,7 +111,7 @@ def admin_router(
 def tenant_router(
     *,
     get_tenant: TenantOf,
-    get_reader: Callable[[Request], LedgerReader],
+    get_reader: Callable[[Request], LedgerSource],
     clock: Clock = time.time,
 ) -> APIRouter:
     """``GET /v1/gateway/usage``: the calling tenant's own spend, saving and budget; nobody else's."""
@@ -156,6 +158,19 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
+async def _started(events: AsyncIterator[CostEvent]) -> AsyncIterator[CostEvent]:
+    """The events, their source already asked for the first (so that its failure is an error answer)."""
+    first = await anext(events, None)
+
+    async def chained() -> AsyncIterator[CostEvent]:
+        if first is not None:
+            yield first
+            async for event in events:
+                yield event
+
+    return chained()
+
+
 def _tenant_param(tenant: str | None) -> str | None:
     if tenant is not None and (not tenant or _CONTROL.search(tenant)):
         raise InvalidRequest("tenant must be a non-empty name without control characters", param="tenant")
@@ -177,7 +192,7 @@ def _period(start: str | None, end: str | None, clock: Clock) -> Period:
 
 
 async def _tenants(
-    request: Request, reader: LedgerReader, tenant_names: Callable[[Request], Iterable[str]] | None
+    request: Request, reader: LedgerSource, tenant_names: Callable[[Request], Iterable[str]] | None
 ) -> list[str]:
     names = set(await reader.tenants())
     if tenant_names is not None:

@@ -1,73 +1,37 @@
-"""Totals from the daily counter hashes, grouped by tenant, model or day."""
+"""Totals from the daily counters of any ``LedgerSource`` (Redis or the archive), grouped by tenant, model
+or day."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass, fields
-from typing import Any, Literal, Protocol
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
-from gateway.ledger.event import CostEvent
+from gateway.ledger.counters import Counters, read_counters
 from gateway.ledger.period import MS_PER_DAY, Period, day_of
-from gateway.ledger.reply import integer, text
+from gateway.ledger.source import LedgerSource
 
-
-class LedgerSource(Protocol):
-    """What a summary reads (``gateway.ledger.reader.LedgerSource`` is one)."""
-
-    def daily_hashes(
-        self, pairs: Sequence[tuple[str, str]]
-    ) -> AsyncIterator[tuple[str, str, dict[object, object]]]: ...
-
-    def merged_events(self, tenants: Sequence[str], period: Period) -> AsyncIterator[CostEvent]: ...
+__all__ = [
+    "GROUPS",
+    "Counters",
+    "GroupBy",
+    "LedgerSource",
+    "SummaryRow",
+    "read_counters",
+    "summarize",
+    "total",
+]
 
 
 GroupBy = Literal["tenant", "model", "day"]
 GROUPS: tuple[GroupBy, ...] = ("tenant", "model", "day")
-
-_FIELD_OF = {
-    "requests": "requests",
-    "cost": "cost_nanos",
-    "saving": "saving_nanos",
-    "input_tokens": "input_tokens",
-    "cached_tokens": "cached_tokens",
-    "output_tokens": "output_tokens",
-    "reasoning_tokens": "reasoning_tokens",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Counters:
-    requests: int = 0
-    cost_nanos: int = 0
-    saving_nanos: int = 0
-    input_tokens: int = 0
-    cached_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-
-    def __add__(self, other: Counters) -> Counters:
-        return Counters(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(Counters)))
 
 
 @dataclass(frozen=True, slots=True)
 class SummaryRow:
     key: str
     counters: Counters
-
-
-def read_counters(raw: Mapping[Any, Any]) -> dict[str, Counters]:
-    """A counter hash → ``{"": overall, "<model>": per model}`` (model names may contain colons)."""
-    values: dict[str, dict[str, int]] = {}
-    for raw_name, raw_value in raw.items():
-        name = text(raw_name)
-        model, counter = "", name
-        if name.startswith("m:"):
-            model, _, counter = name[2:].rpartition(":")
-        attribute = _FIELD_OF.get(counter)
-        if attribute is not None:
-            values.setdefault(model, {})[attribute] = integer(raw_value)
-    return {model: Counters(**counts) for model, counts in values.items()}
 
 
 def whole_days(period: Period) -> bool:
@@ -132,9 +96,7 @@ async def _from_counters(
     period: Period,
     group_by: GroupBy,
 ) -> None:
-    pairs = [(tenant, day) for tenant in tenants for day in period.days()]
-    async for tenant, day, raw in reader.daily_hashes(pairs):
-        counters = read_counters(raw)
+    async for tenant, day, counters in reader.daily_counters(tenants, period):
         if group_by == "model":
             for model, per_model in counters.items():
                 if model:

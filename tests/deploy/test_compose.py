@@ -65,7 +65,18 @@ def test_compose_schema_check_catches_a_misspelt_key(compose: Resource) -> None:
 
 
 def test_compose_runs_the_gateway_and_redis(compose: Resource) -> None:
-    assert set(compose["services"]) == {"gateway", "redis"}
+    assert set(compose["services"]) == {"gateway", "redis", "postgres"}
+    assert [name for name, service in compose["services"].items() if "profiles" not in service] == [
+        "gateway",
+        "redis",
+    ]
+
+
+def test_compose_runs_postgresql_only_for_the_archive(compose: Resource) -> None:
+    postgres = compose["services"]["postgres"]
+    assert postgres["profiles"] == ["archive"]
+    assert "postgres" not in compose["services"]["gateway"].get("depends_on", {})
+    assert compose["services"]["gateway"]["environment"]["LEDGER_ARCHIVE_URL"] == "${LEDGER_ARCHIVE_URL:-}"
 
 
 def test_compose_redis_persists_with_aof_on_a_named_volume(compose: Resource) -> None:

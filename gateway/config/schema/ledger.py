@@ -37,6 +37,32 @@ class LedgerConfig(_Strict):
         default=5.0, gt=0, description="longest wait for a budget check before Redis counts as down"
     )
     key_prefix: str = Field(default="gw", min_length=1, pattern=r"^[^{}]+$")
+    archive: str | None = Field(
+        default=None,
+        pattern=r"^postgres(ql)?://",
+        description="a postgresql:// URL: the gateway drains the cost events into this PostgreSQL archive, "
+        "and every reader of the ledger reads from it",
+    )
+    redis_keep_days: int = Field(
+        default=35,
+        ge=1,
+        le=3660,
+        description="with an archive: days of cost events Redis keeps (older ones are trimmed from Redis "
+        "once the archive has them)",
+    )
+    archive_batch_size: int = Field(
+        default=5_000, ge=1, le=100_000, description="with an archive: events per archive transaction"
+    )
+    archive_poll_seconds: float = Field(
+        default=1.0, gt=0, le=60, description="with an archive: how often the drainer looks for new events"
+    )
+
+
+    @field_validator("archive", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: object) -> object:
+        """``archive: ${LEDGER_ARCHIVE_URL:-}`` with the variable unset or empty: no archive."""
+        return None if value == "" else value
 
 
 BudgetPeriod = Literal["daily", "monthly"]
