@@ -19,7 +19,7 @@ from gateway.config.schema.ledger import BudgetConfig
 from gateway.ledger.event import CostEvent
 from gateway.ledger.period import MS_PER_DAY, Period, day_of, month_of
 from gateway.ledger.reader import TenantUsage
-from gateway.ledger.summary import Counters, GroupBy, LedgerSource, SummaryRow, parts_of, read_counters
+from gateway.ledger.summary import Counters, GroupBy, LedgerSource, SummaryRow, parts_of
 
 Stack = Literal["model", "tenant"]
 MAIN_ACTIONS = ("forward", "compress", "retrieve", "reroute", "reject")
@@ -32,8 +32,8 @@ K = TypeVar("K", str, Cell)
 
 
 class DashboardSource(LedgerSource, Protocol):
-    """What the dashboard reads: a summary's sources, the tenants and a tenant's month so far
-    (``gateway.ledger.reader.LedgerReader`` is one)."""
+    """What the dashboard reads: a summary's sources, the tenants and a tenant's month so far (every
+    ``LedgerSource`` is one: Redis's ``LedgerReader`` or the archive's ``ArchiveReader``)."""
 
     async def tenants(self) -> list[str]: ...
 
@@ -57,9 +57,8 @@ async def read_cube(source: LedgerSource, *, tenants: Sequence[str], period: Per
     cube: dict[Cell, Counters] = {}
     parts = parts_of(period)
     if parts.days is not None:
-        pairs = [(tenant, day) for tenant in tenants for day in parts.days.days()]
-        async for tenant, day, raw in source.daily_hashes(pairs):
-            for model, counters in read_counters(raw).items():
+        async for tenant, day, per_model in source.daily_counters(tenants, parts.days):
+            for model, counters in per_model.items():
                 if model:
                     _add(cube, (tenant, day, model), counters)
     for scanned in parts.scanned:

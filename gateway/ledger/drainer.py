@@ -117,6 +117,7 @@ class ArchiveDrainer:
         self._pending: set[str] = set()
         """Streams whose entries read but not acknowledged are to be read again first."""
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
         self._leading = False
         self._up = True
         self._next_discovery = 0.0
@@ -125,14 +126,19 @@ class ArchiveDrainer:
         self._log = structlog.get_logger("gateway.ledger.archive")
 
     def start(self) -> None:
+        self._stopping = False
         self._task = asyncio.create_task(self._run(), name="ledger-archive")
 
-    async def close(self) -> None:
+    async def close(self, timeout: float = 5.0) -> None:
+        """Stop draining (what was read and not acknowledged stays pending for the next drainer) and give
+        the lease up."""
         task, self._task = self._task, None
         if task is not None:
+            self._stopping = True  # ends the loop even if a library swallows the cancellation
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await asyncio.wait({task}, timeout=timeout)
+            if not task.done():
+                self._log.warning("ledger_archive_not_stopped", seconds=timeout)
         if self._leading:
             with contextlib.suppress(Exception):
                 await RELEASE.run(self._redis, [self._lease_key()], [self._holder])
@@ -146,7 +152,7 @@ class ArchiveDrainer:
 
     async def _run(self) -> None:
         backoff = self.config.archive_poll_seconds
-        while True:
+        while not self._stopping:
             full = False
             try:
                 if await self.lead():
