@@ -75,7 +75,11 @@ def container_env(
         if "value" in entry:
             env[name] = entry["value"]
         elif "secretKeyRef" in entry["valueFrom"]:
-            env[name] = secret[entry["valueFrom"]["secretKeyRef"]["key"]]
+            reference = entry["valueFrom"]["secretKeyRef"]
+            if reference["key"] in secret:
+                env[name] = secret[reference["key"]]
+            else:  # as the kubelet does: a missing key is an error unless the reference is optional
+                assert reference.get("optional"), f"the Secret has no {reference['key']}"
         else:
             env[name] = resource_field_value(item, entry["valueFrom"]["resourceFieldRef"])
     for name, value in env.items():
@@ -111,6 +115,7 @@ def pod(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterator[Po
     (template,) = load_documents(SECRET_TEMPLATE)
     secret = {key: f"test-{key}-{uuid.uuid4().hex[:8]}" for key in template["stringData"]}
     secret["redis-url"] = redis_url
+    secret["ledger-archive-url"] = ""  # no archive: the pod needs no PostgreSQL
     configmap_volumes = {volume["name"] for volume in spec["volumes"] if "configMap" in volume}
     (config_mount,) = [mount for mount in item["volumeMounts"] if mount["name"] in configmap_volumes]
     config = ConfigMapVolume(paths[config_mount["mountPath"]])
