@@ -21,7 +21,7 @@ from gateway.analysis.window import window
 from gateway.base.errors import InvalidRequest
 from gateway.config.schema.root import GatewayConfig
 from gateway.ledger.period import Period, iso_time
-from gateway.ledger.reader import LedgerReader
+from gateway.ledger.source import LedgerSource
 from policies import PolicyEngine
 
 Clock = Callable[[], float]
@@ -42,7 +42,7 @@ def format_of(value: str) -> str:
     return value
 
 
-async def tenants_of(reader: LedgerReader, tenant: str | None) -> list[str]:
+async def tenants_of(reader: LedgerSource, tenant: str | None) -> list[str]:
     if tenant is not None:
         if not tenant or any(ord(char) < 32 for char in tenant):
             raise InvalidRequest("tenant must be a non-empty name without control characters", param="tenant")
@@ -53,7 +53,7 @@ async def tenants_of(reader: LedgerReader, tenant: str | None) -> list[str]:
 def admin_router(
     *,
     require_admin: Callable[[Request], Awaitable[None]],
-    get_reader: Callable[[Request], LedgerReader],
+    get_reader: Callable[[Request], LedgerSource],
     get_config: Callable[[Request], GatewayConfig],
     get_engine: Callable[[Request], PolicyEngine],
     clock: Clock = time.time,

@@ -206,8 +206,10 @@ async def _models(args: argparse.Namespace) -> None:
     client, reader = await _open(args)
     try:
         view = await cost_view(reader.merged_events(await _tenants(args, reader), period), config)
+    except ServiceUnavailable as exc:
+        raise CommandError(exc.message) from exc
     finally:
-        await client.aclose()
+        await _close(client)
     body = document(view, config, period={"from": iso_time(period.start_ms), "to": iso_time(period.end_ms)})
     if args.format == "json":
         sys.stdout.buffer.write(orjson.dumps(body, option=orjson.OPT_INDENT_2) + b"\n")

@@ -23,7 +23,7 @@ from gateway.commands.store import CommandError, open_store, redis_url, run_comm
 from gateway.config.settings import Settings
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import Period, iso_time
-from gateway.ledger.reader import LedgerReader
+from gateway.ledger.sources import ledger_source
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -58,7 +58,8 @@ async def _replay(args: argparse.Namespace) -> None:
     settings = Settings()
     client = await open_store(redis_url(args.redis_url, settings), settings)
     try:
-        reader = LedgerReader(client, keys=LedgerKeys(args.key_prefix or candidate.config.ledger.key_prefix))
+        keys = LedgerKeys(args.key_prefix or candidate.config.ledger.key_prefix)
+        reader = ledger_source(candidate.config.ledger, client, keys=keys)  # its archive, if it names one
         tenants = [args.tenant] if args.tenant else await reader.tenants()
         result = await replay(
             lambda: reader.merged_events(tenants, period), candidate.config, candidate.engine
