@@ -51,6 +51,20 @@ def test_cost_event_from_json_ignores_unknown_fields() -> None:
     assert CostEvent.from_json(orjson.dumps(data)) == make_event(1)
 
 
+def test_cost_event_from_json_names_a_missing_required_field() -> None:
+    data = orjson.loads(make_event(1).to_json())
+    del data["tenant"], data["model"]
+    with pytest.raises(TypeError, match="needs tenant, model"):
+        CostEvent.from_json(orjson.dumps(data))
+
+
+def test_cost_event_from_json_fills_the_defaults_of_fields_an_older_event_lacks() -> None:
+    data = orjson.loads(make_event(1, stream=True, cost_parts=(1, 2, 3, 4)).to_json())
+    for name in ("stream", "cost_parts", "tier", "latency_ms"):
+        del data[name]
+    assert CostEvent.from_json(orjson.dumps(data)) == make_event(1)
+
+
 @pytest.mark.parametrize("field", ["cost_nanos", "counterfactual_nanos"])
 def test_cost_event_refuses_float_money(field: str) -> None:
     with pytest.raises(TypeError):
