@@ -148,6 +148,8 @@ class RequestRecord:
     """Server-side tool uses seen in the answer when its usage does not carry them (a stream cut before
     its usage; a chat request with ``web_search_options``): billed with the usage
     (``gateway.core.metering``)."""
+    tags: dict[str, str] | None = None
+    """The caller's cost tags (``gateway.core.tags``): carried to its cost events, side calls' too."""
     conversation: str | None = None
     """The gateway's name for the request's conversation, once its state is computed
     (``gateway.conversations.recorder``): carried to its cost event."""

@@ -12,6 +12,8 @@ class Tenant:
     name: str
     key_id: str
     """A short, non-reversible hash of the key the request used (safe to log and store)."""
+    tags: tuple[tuple[str, str], ...] = ()
+    """The key's default cost tags (the tenant's, under the key's own), sorted by key."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,7 @@ from gateway.ledger.period import Period, iso_time
 from gateway.ledger.reader import LedgerReader
 from gateway.ledger.source import LedgerSource
 from gateway.ledger.sources import ledger_source
-from gateway.ledger.summary import GROUPS, SummaryRow, basis_of, summarize, total
+from gateway.ledger.summary import UNTAGGED, SummaryRow, basis_of, group_by, summarize, total
 
 PROGRESS_EVERY = 1000
 
@@ -51,9 +51,15 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     export.add_argument("--format", choices=FORMATS, default="csv")
     export.add_argument("-o", "--output", type=Path, help="write here instead of stdout")
     export.set_defaults(handler=run_export)
-    summary = actions.add_parser("summary", help="totals per tenant, model or day")
+    summary = actions.add_parser("summary", help="totals per tenant, model, day or tag")
     _period_options(summary)
-    summary.add_argument("--group-by", choices=GROUPS, default="tenant")
+    summary.add_argument(
+        "--group-by",
+        type=_group_by,
+        default="tenant",
+        metavar="{tenant,model,day,tag:KEY}",
+        help="tag:KEY: by the value of the caller's tag KEY (reads every event of the period)",
+    )
     summary.add_argument("--format", choices=("table", "csv", "json"), default="table")
     summary.set_defaults(handler=run_summary)
     models = actions.add_parser(
@@ -65,6 +71,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     models.add_argument("--format", choices=("table", "json"), default="table")
     models.set_defaults(handler=run_models)
+
+
+def _group_by(text: str) -> str:
+    try:
+        return group_by(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _period_options(parser: argparse.ArgumentParser) -> None:
@@ -221,7 +234,8 @@ async def _models(args: argparse.Namespace) -> None:
 def table(rows: list[SummaryRow], *, group_by: str) -> str:
     """Aligned columns with a total line; numbers right-aligned."""
     header = [group_by, *counters_row(total(rows))]
-    lines = [[row.key, *map(str, counters_row(row.counters).values())] for row in rows]
+    untagged = "(none)" if group_by.startswith("tag:") else UNTAGGED
+    lines = [[row.key or untagged, *map(str, counters_row(row.counters).values())] for row in rows]
     lines.append(["TOTAL", *map(str, counters_row(total(rows)).values())])
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *lines, strict=True)]
 

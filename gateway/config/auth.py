@@ -19,8 +19,8 @@ KEY_ID_LENGTH = 12
 
 class KeyRing:
     def __init__(self, tenants: Mapping[str, TenantConfig]) -> None:
-        self._by_digest: dict[str, str] = {
-            digest: name for name, tenant in tenants.items() for digest in tenant.key_hashes()
+        self._by_digest: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
+            digest: (name, tags) for name, tenant in tenants.items() for digest, tags in tenant.key_tags()
         }
 
     def resolve(self, key: str | None) -> Tenant:
@@ -29,10 +29,10 @@ class KeyRing:
                 "Missing API key: send it as 'Authorization: Bearer <key>' (or an api-key header)."
             )
         digest = hash_key(key)
-        name = self._by_digest.get(digest)
-        if name is None:
+        found = self._by_digest.get(digest)
+        if found is None:
             raise AuthenticationFailed("Incorrect API key provided.")
-        return Tenant(name=name, key_id=digest[:KEY_ID_LENGTH])
+        return Tenant(name=found[0], key_id=digest[:KEY_ID_LENGTH], tags=found[1])
 
 
 def presented_key(headers: Mapping[str, str]) -> str | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from gateway.config.schema.root import GatewayConfig, key_digest
+from gateway.config.schema.root import GatewayConfig, key_digest, key_text
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
 RUN_SCRIPT_KEY = "DEFAULT_TENANT_KEY"
@@ -44,7 +44,7 @@ def startup_notices(config: GatewayConfig, text: str | None = None) -> list[Noti
     ]
     written = _written_keys(text)
     for name, tenant in config.tenants.items():
-        empty = [index for index, key in enumerate(tenant.keys) if key_digest(key) is None]
+        empty = [index for index, key in enumerate(tenant.keys) if key_digest(key_text(key)) is None]
         if not empty:
             continue
         variables = sorted(

@@ -206,6 +206,7 @@ class LedgerRecorder:
             retries=record.retries,
             upstream_ms=_ms(record.upstream_seconds),
             first_token_ms=_ms(record.first_token_seconds),
+            tags=record.tags,
             **fields,
         )
 
@@ -227,6 +228,7 @@ class LedgerRecorder:
             status=call.status,
             latency_ms=int(call.seconds * 1000),
             client_request_id=record.client_request_id,
+            tags=record.tags,
             **_priced(usage, cost_of(usage, config, call.model)),
         )
 

@@ -22,6 +22,7 @@ from gateway.core.front import CHAT
 from gateway.core.planning import Plan, planned_body
 from gateway.core.shared_objects import chat_references, check_shared
 from gateway.core.streaming import ChatStreamReader
+from gateway.core.tags import request_tags
 from gateway.experiments.answer import answer_of, streamed_chat_answer
 from gateway.experiments.bounded import drain
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
@@ -45,6 +46,7 @@ async def completions(pipeline: Pipeline, request: Request) -> Response:
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
         body = bodies.parse_object(raw)
         record.requested_model = model = bodies.check_chat(body)
+        record.tags = request_tags(headers_of(request), record.tenant, body.get("metadata"))
         record.stream = body.get("stream") is True
         runtime.serving(model, "chat")  # 404 for an unknown model, 400 for an embedding one: no counting
         check_shared(runtime, record.tenant.name, chat_references(body))

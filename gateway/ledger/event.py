@@ -73,6 +73,10 @@ class CostEvent:
     """The answering upstream call's time (to the end of a stream)."""
     first_token_ms: int | None = None
     """A stream's time from the upstream call to its first content."""
+    tags: dict[str, str] | None = None
+    """The caller's cost attribution tags (``gateway.base.tags``: its key's defaults under the request's
+    ``metadata`` and ``x-gateway-tags``), on the request's event and its side calls'; None for none.
+    Not to be changed once the event exists (it is a dict so that it is a JSON object in the ledger)."""
 
     def __post_init__(self) -> None:
         if not self.id or not self.tenant:
@@ -107,6 +111,11 @@ class CostEvent:
         parts = values[_PARTS]
         if parts is not None:
             values[_PARTS] = _parts(parts)
+        tags = values[_TAGS]
+        if tags is not None and (
+            type(tags) is not dict or not all(type(value) is str for value in tags.values())
+        ):
+            raise ValueError("tags is an object of string values")
         return cls(*values)
 
 
@@ -116,6 +125,7 @@ _DEFAULTS = tuple(
 )
 """Every field in the order ``__init__`` takes them, with its default (``_REQUIRED`` for one without)."""
 _PARTS = [name for name, _ in _DEFAULTS].index("cost_parts")
+_TAGS = [name for name, _ in _DEFAULTS].index("tags")
 
 
 def _parts(value: Any) -> tuple[int, int, int, int]:

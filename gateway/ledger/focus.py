@@ -14,10 +14,14 @@ discounts. Summary calls and other side calls are spend like any other call: ``U
 
 Date-times are ``YYYY-MM-DDTHH:mm:ssZ`` (FOCUS's format, whole seconds): a charge period starts at the
 event's second and ends at the first whole second after its call ended (at least a second later).
-``Tags`` is a JSON object whose keys are the gateway's own, so they carry its prefix (``gateway/``),
-as FOCUS asks of provider-defined tags. Events written before the ledger recorded the cost by unit
-(``CostEvent.cost_parts`` missing) get one token row (input and output together, ``SkuMeter`` ``Tokens``,
-no unit price) and their tool row.
+``Tags`` is a JSON object: the gateway's own keys carry its prefix (``gateway/``), as FOCUS asks of
+provider-defined tags; the caller's tags (``CostEvent.tags``: the key's defaults and the request's, merged
+into the gateway's one user-defined tag scheme) go in unprefixed and unaltered, as FOCUS 1.1 and 1.2 ask
+of a data generator's only user-defined scheme. Their keys cannot contain ``/``, so none can take the
+reserved ``gateway/`` prefix (``gateway.base.tags``).
+
+Events written before the ledger recorded the cost by unit (``CostEvent.cost_parts`` missing) get one
+token row (input and output together, ``SkuMeter`` ``Tokens``, no unit price) and their tool row.
 """
 
 from __future__ import annotations
@@ -102,6 +106,7 @@ def focus_rows(event: CostEvent) -> list[tuple[Cell, ...]]:
     end_s = max(start_s + 1, -(-(event.time_ms + max(0, event.latency_ms)) // 1000))
     tags = orjson.dumps(
         {
+            **(event.tags or {}),
             f"{TAG_PREFIX}tenant": event.tenant,
             f"{TAG_PREFIX}action": event.action,
             f"{TAG_PREFIX}bucket": bucket_of(event.input_tokens),

@@ -35,7 +35,7 @@ EXTENSIONS: dict[ExportFormat, str] = {"csv": "csv", "json": "json", "ndjson": "
 FORMULA_STARTS = frozenset("=+-@\t\r")
 _NUMBER = re.compile(r"-?\d+(\.\d+)?")
 
-Value = str | int | bool | None
+Value = str | int | bool | dict[str, str] | None
 Row = dict[str, Value]
 
 EVENT_COLUMNS = (
@@ -46,11 +46,12 @@ EVENT_COLUMNS = (
     "counterfactual_cached_tokens", "counterfactual_basis", "cache_write_tokens", "reason",
     "tool_uses", "tool_cost_usd",
     "input_cost_usd", "cached_input_cost_usd", "cache_write_cost_usd", "output_cost_usd", "conversation",
-    "band",
+    "band", "tags",
 )  # fmt: skip
+"""``tags``: the caller's tags, a JSON object (its text in CSV: ``{"team":"search"}``), empty for none."""
 
 
-def event_values(event: CostEvent) -> tuple[str | int | bool | None, ...]:
+def event_values(event: CostEvent) -> tuple[Value, ...]:
     """The event's export fields, in ``EVENT_COLUMNS`` order."""
     return (
         event.id, iso_time(event.time_ms), event.tenant, event.key_id, event.requested_model, event.model,
@@ -59,7 +60,7 @@ def event_values(event: CostEvent) -> tuple[str | int | bool | None, ...]:
         usd(event.saving_nanos), event.estimated, event.parent_id, event.status, event.latency_ms,
         event.stream, event.client_request_id, event.counterfactual_cached_tokens, event.counterfactual_basis,
         event.cache_write_tokens, event.reason, event.tool_uses, usd(event.tool_cost_nanos),
-        *_parts(event), event.conversation, event.band,
+        *_parts(event), event.conversation, event.band, event.tags,
     )  # fmt: skip
 
 
@@ -136,6 +137,8 @@ def _cell(value: Value) -> str | int | None:
     """CSV cell text; text a spreadsheet would run as a formula is prefixed with ``'`` (amounts never are)."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, dict):
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
     if isinstance(value, str) and value[:1] in FORMULA_STARTS and not _NUMBER.fullmatch(value):
         return "'" + value
     return value

@@ -33,7 +33,8 @@ from gateway.ledger.formats import (
 )
 from gateway.ledger.period import Period, iso_time
 from gateway.ledger.source import LedgerSource, TenantUsage
-from gateway.ledger.summary import GROUPS, GroupBy, basis_of, summarize, total
+from gateway.ledger.summary import GroupBy, basis_of, summarize, total
+from gateway.ledger.summary import group_by as parse_group
 
 T = TypeVar("T")
 TenantOf = Callable[[Request], Tenant | Awaitable[Tenant]]
@@ -84,7 +85,10 @@ def admin_router(
         group_by: str = "tenant",
         format: str = "json",
     ) -> Response:
-        group: GroupBy = _choice(group_by, GROUPS, "group_by")
+        try:
+            group: GroupBy = parse_group(group_by)
+        except ValueError as exc:
+            raise InvalidRequest(f"invalid group_by: {exc}", param="group_by") from None
         fmt = _choice(format, ("json", "csv"), "format")
         period = _period(from_, to, clock)
         reader = get_reader(request)

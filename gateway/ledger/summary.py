@@ -1,13 +1,14 @@
 """Totals from the daily counters of any ``LedgerSource`` (Redis or the archive), grouped by tenant, model
-or day."""
+or day; or from the events themselves, grouped by the value of one of the caller's tags (``tag:team``: the
+counters do not hold tags)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
+from gateway.base.tags import TagProblem, check_key
 from gateway.ledger.counters import Counters, read_counters
 from gateway.ledger.period import MS_PER_DAY, Period, day_of
 from gateway.ledger.source import LedgerSource
@@ -24,8 +25,25 @@ __all__ = [
 ]
 
 
-GroupBy = Literal["tenant", "model", "day"]
-GROUPS: tuple[GroupBy, ...] = ("tenant", "model", "day")
+GroupBy = str
+"""``tenant``, ``model``, ``day``, or ``tag:<key>`` (``group_by``)."""
+GROUPS: tuple[str, ...] = ("tenant", "model", "day")
+TAG_GROUP = "tag:"
+UNTAGGED = ""
+"""The group of the events without the tag grouped by."""
+
+
+def group_by(text: str) -> GroupBy:
+    """``text`` as a grouping, or ValueError saying what is allowed."""
+    if text in GROUPS:
+        return text
+    if text.startswith(TAG_GROUP):
+        try:
+            check_key(text.removeprefix(TAG_GROUP))
+        except TagProblem as exc:
+            raise ValueError(f"{text!r}: {exc}") from None
+        return text
+    raise ValueError(f"{text!r} is not one of {', '.join(GROUPS)} or tag:<key>")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +65,11 @@ class Parts:
     scanned: tuple[Period, ...]
 
 
-def basis_of(period: Period) -> str:
+def basis_of(period: Period, group_by: GroupBy = "tenant") -> str:
     """What a summary of ``period`` reads, in words: which days come from the daily counters and which
-    spans had to be scanned event by event."""
+    spans had to be scanned event by event (all of it, grouped by a tag)."""
+    if group_by.startswith(TAG_GROUP):
+        return f"events scanned from {_iso(period.start_ms)} to {_iso(period.end_ms)}"
     parts = parts_of(period)
     said = []
     if parts.days is not None:
@@ -78,9 +98,13 @@ async def summarize(
 ) -> list[SummaryRow]:
     """Totals per group over the period, sorted by key: its whole UTC days from the daily counters, and
     the pieces of a day at its ends (a period with a time of day) from their own events
-    (``parts_of``), so that the month so far reads the counters of its past days and scans only today."""
-    parts = parts_of(period)
+    (``parts_of``), so that the month so far reads the counters of its past days and scans only today.
+    Grouped by a tag, every event of the period is read (events without the tag: ``UNTAGGED``)."""
     groups: dict[str, Counters] = {}
+    if group_by.startswith(TAG_GROUP):
+        await _from_events(reader, groups, tenants=tenants, period=period, group_by=group_by)
+        return [SummaryRow(key, groups[key]) for key in sorted(groups)]
+    parts = parts_of(period)
     if parts.days is not None:
         await _from_counters(reader, groups, tenants=tenants, period=parts.days, group_by=group_by)
     for scanned in parts.scanned:
@@ -122,8 +146,12 @@ async def _from_events(
     period: Period,
     group_by: GroupBy,
 ) -> None:
+    tag = group_by.removeprefix(TAG_GROUP) if group_by.startswith(TAG_GROUP) else None
     async for event in reader.merged_events(tenants, period):
-        key = {"tenant": event.tenant, "model": event.model, "day": day_of(event.time_ms)}[group_by]
+        if tag is not None:
+            key = (event.tags or {}).get(tag, UNTAGGED)
+        else:
+            key = {"tenant": event.tenant, "model": event.model, "day": day_of(event.time_ms)}[group_by]
         _add(
             groups,
             key,

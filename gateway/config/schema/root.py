@@ -9,6 +9,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
+from gateway.base.tags import TagProblem, from_mapping
 from gateway.config.schema.alerts import AlertsConfig
 from gateway.config.schema.base import Strict
 from gateway.config.schema.counting import CountingConfig, EncodingName
@@ -166,8 +167,33 @@ SharedObjectKind = Literal[
 (``gateway.core.shared_objects``)."""
 
 
+def _checked_tags(value: dict[str, str]) -> dict[str, str]:
+    try:
+        return from_mapping(value, where="tags")
+    except TagProblem as exc:
+        raise ValueError(str(exc)) from None
+
+
+class TenantKey(_Strict):
+    """A key with default cost tags: ``{key: ${ACME_SEARCH_KEY}, tags: {team: search}}``."""
+
+    key: str = Field(description="the API key, as a ${ENV} reference or sha256:<hex>")
+    tags: dict[str, str] = Field(
+        default_factory=dict, description="cost tags of this key's requests, under the request's own"
+    )
+
+    _tags = field_validator("tags")(_checked_tags)
+
+
 class TenantConfig(_Strict):
-    keys: tuple[str, ...] = Field(min_length=1, description="API keys, as ${ENV} references or sha256:<hex>")
+    keys: tuple[str | TenantKey, ...] = Field(
+        min_length=1,
+        description="API keys, as ${ENV} references or sha256:<hex>, or {key, tags} with default cost tags",
+    )
+    tags: dict[str, str] = Field(
+        default_factory=dict,
+        description="cost tags of every request of the tenant's keys, under the key's and the request's own",
+    )
     allow_passthrough: bool = Field(
         default=False, description="may opt out of policies per request with x-gateway-policy: passthrough"
     )
@@ -202,9 +228,26 @@ class TenantConfig(_Strict):
         "tenant may offer a model: true (all), false (none), or a list of kinds; others are refused (400)",
     )
 
+    _tags = field_validator("tags")(_checked_tags)
+
     def key_hashes(self) -> tuple[str, ...]:
         """sha256 hex digests of this tenant's keys; empty keys (an unset variable) never authenticate."""
-        return tuple(digest for digest in map(key_digest, self.keys) if digest is not None)
+        return tuple(digest for digest, _ in self.key_tags())
+
+    def key_tags(self) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+        """Each key's sha256 digest with its default tags (the tenant's under the key's, sorted)."""
+        found = []
+        for entry in self.keys:
+            own = None if isinstance(entry, str) else entry.tags
+            digest = key_digest(key_text(entry))
+            if digest is not None:
+                found.append((digest, tuple(sorted({**self.tags, **(own or {})}.items()))))
+        return tuple(found)
+
+
+def key_text(entry: str | TenantKey) -> str:
+    """A configured key, with or without default tags."""
+    return entry if isinstance(entry, str) else entry.key
 
 
 def key_digest(key: str) -> str | None:
@@ -269,7 +312,7 @@ def reference_problems(config: GatewayConfig) -> list[tuple[Loc, str]]:
     seen: dict[str, str] = {}
     for tenant_name, tenant in config.tenants.items():
         for index, key in enumerate(tenant.keys):
-            digest = key_digest(key)
+            digest = key_digest(key_text(key))
             if digest is None:
                 continue
             owner = seen.setdefault(digest, tenant_name)

@@ -35,6 +35,7 @@ from gateway.core.admission import Hold, admitted
 from gateway.core.body import headers_of
 from gateway.core.planning import Plan, planned_body
 from gateway.core.shared_objects import check_shared
+from gateway.core.tags import request_tags
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.fronts.messages import reply
 from gateway.fronts.messages.confirm import confirmer
@@ -63,6 +64,7 @@ async def create(pipeline: Pipeline, request: Request) -> Response:
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
         body = bodies.parse_object(raw)
         record.requested_model = model = check_messages(body)
+        record.tags = request_tags(headers_of(request), record.tenant)  # metadata holds only user_id
         tools = messages_tools(body, default_uses=runtime.config.limits.held_tool_uses)
         check_allowed(runtime.config.tenants.get(record.tenant.name), tools)
         record.stream = body.get("stream") is True

@@ -14,6 +14,7 @@ from gateway.core import body as bodies
 from gateway.core.admission import Hold, admitted
 from gateway.core.body import headers_of
 from gateway.core.planning import planned_body
+from gateway.core.tags import request_tags
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.fronts.responses import reply as responses_reply
 from gateway.fronts.responses.chain import chain_notice, route_for_chain, stored_history, with_provider
@@ -41,6 +42,7 @@ async def create(pipeline: Pipeline, responses: StoredResponses, request: Reques
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
         body = bodies.parse_object(raw)
         record.requested_model = model = check_responses(body)
+        record.tags = request_tags(headers_of(request), tenant, body.get("metadata"))
         tools = responses_tools(body, default_uses=runtime.config.limits.held_tool_uses)
         check_allowed(runtime.config.tenants.get(tenant.name), tools)
         record.stream = body.get("stream") is True

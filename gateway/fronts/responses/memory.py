@@ -63,6 +63,8 @@ class Pending:
     client_request_id: str | None = None
     counterfactual: tuple[int, str] | None = None
     """A rewritten request's counterfactual cached tokens and their basis."""
+    tags: dict[str, str] | None = None
+    """The caller's cost tags (``RequestRecord.tags``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +319,7 @@ def pending_of(record: RequestRecord) -> Pending:
         counterfactual=(record.counterfactual.tokens, record.counterfactual.basis.value)
         if record.transformed and record.counterfactual is not None
         else None,
+        tags=record.tags,
     )
 
 

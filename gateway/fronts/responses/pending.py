@@ -71,6 +71,7 @@ def settlement(tenant: str, remembered: Remembered, response: Mapping[str, Any] 
     record.forwarded_tokens = pending.forwarded_tokens
     record.bill_tenant = pending.bill_tenant
     record.stream = pending.stream
+    record.tags = pending.tags
     record.status = 200
     if pending.counterfactual is not None:
         tokens, basis = pending.counterfactual
