@@ -6,12 +6,14 @@ day at its ends from the events themselves (``parts_of``); kept here as one cube
 so any grouping of it adds up to the summary's, to the nano-dollar. What the counters do not hold (the
 action mix, the bands, the basis of the saving, conversations, side calls) comes from one pass over the
 period's events, at most ``scan_limit`` of them; the page says when it read fewer than the period holds.
+With a tag filter (``tags``: the events carrying all of them), the cube too comes from the events, since
+the counters hold no tags: as ``gateway costs summary --group-by tag:<key>`` reads.
 """
 
 from __future__ import annotations
 
 import calendar
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeVar
 
@@ -52,9 +54,29 @@ def counters_of(event: CostEvent) -> Counters:
     )
 
 
-async def read_cube(source: LedgerSource, *, tenants: Sequence[str], period: Period) -> dict[Cell, Counters]:
-    """Counters per (tenant, day, model) over ``period``, read as ``summarize`` reads them."""
+def tagged(event: CostEvent, tags: Mapping[str, str] | None) -> bool:
+    """Whether the event carries every one of ``tags`` (any event, for None)."""
+    if not tags:
+        return True
+    own = event.tags or {}
+    return all(own.get(key) == value for key, value in tags.items())
+
+
+async def read_cube(
+    source: LedgerSource,
+    *,
+    tenants: Sequence[str],
+    period: Period,
+    tags: Mapping[str, str] | None = None,
+) -> dict[Cell, Counters]:
+    """Counters per (tenant, day, model) over ``period``, read as ``summarize`` reads them; only the
+    events carrying ``tags``, read one by one, when given."""
     cube: dict[Cell, Counters] = {}
+    if tags:
+        async for event in source.merged_events(tenants, period):
+            if tagged(event, tags):
+                _add(cube, (event.tenant, day_of(event.time_ms), event.model), counters_of(event))
+        return cube
     parts = parts_of(period)
     if parts.days is not None:
         async for tenant, day, per_model in source.daily_counters(tenants, parts.days):
@@ -193,10 +215,11 @@ async def scan(
     period: Period,
     model: str | None = None,
     limit: int = SCAN_LIMIT,
+    tags: Mapping[str, str] | None = None,
 ) -> Scan:
     found = Scan()
     async for event in source.merged_events(tenants, period):
-        if model is not None and event.model != model:
+        if (model is not None and event.model != model) or not tagged(event, tags):
             continue
         if found.events >= limit:
             found.complete = False

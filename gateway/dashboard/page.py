@@ -50,8 +50,7 @@ def dashboard_page(view: View) -> str:
     )
     parts = [
         _filters(view),
-        f'<p class="basis" id="basis">Read from {escape(view.basis)}. Same numbers as '
-        f"<code>{escape(_command(view))}</code>.</p>",
+        f'<p class="basis" id="basis">Read from {escape(view.basis)}.{_same_as(view)}</p>',
         _tiles(view),
         sections.per_day(view),
         sections.saving(view),
@@ -65,6 +64,17 @@ def dashboard_page(view: View) -> str:
     return _document("Gateway costs", heading + "<main>" + "".join(parts) + "</main>")
 
 
+def _same_as(view: View) -> str:
+    """The command whose numbers the page's are; with a tag filter, only one tag and no model filter
+    have one: the row of the tag's value."""
+    if not view.tags:
+        return f" Same numbers as <code>{escape(_command(view))}</code>."
+    if len(view.tags) == 1 and not view.model:
+        value = next(iter(view.tags.values()))
+        return f" Same totals as the row {escape(value)} of <code>{escape(_command(view))}</code>."
+    return ""
+
+
 def _command(view: View) -> str:
     words = ["gateway costs summary"]
     if view.chosen.start:
@@ -73,7 +83,10 @@ def _command(view: View) -> str:
         words.append(f"--to {view.chosen.end}")
     if view.tenant:
         words.append(f"--tenant {view.tenant}")
-    words.append("--group-by model" if view.model else "--group-by tenant")
+    if view.tags and len(view.tags) == 1 and not view.model:
+        words.append(f"--group-by tag:{next(iter(view.tags))}")
+    else:
+        words.append("--group-by model" if view.model else "--group-by tenant")
     return " ".join(words)
 
 
@@ -110,9 +123,20 @@ def _filters(view: View) -> str:
         + _field(
             "stack", "Stack by", f"<select name='stack' id='stack'>{_options(stacks, view.stack)}</select>"
         )
+        + _field(
+            "tag",
+            "Tags (key=value, ...)",
+            f"<input type='text' name='tag' id='tag' value='{escape(tags_text(view.tags))}' "
+            "placeholder='team=search' size='18'>",
+        )
         + '<button type="submit" id="apply">Apply</button></form>'
-        '<p class="note noprint">Tags: cost events carry no tags yet, so there is no tag filter.</p>'
+        '<p class="note noprint">Tags: only the calls carrying all the tags given; their totals are read '
+        "event by event (the daily counters hold no tags).</p>"
     )
+
+
+def tags_text(tags: dict[str, str] | None) -> str:
+    return ",".join(f"{key}={value}" for key, value in (tags or {}).items())
 
 
 def _field(ident: str, label: str, control: str) -> str:

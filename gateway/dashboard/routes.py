@@ -15,6 +15,7 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from gateway.base.tags import parse_header
 from gateway.dashboard import session
 from gateway.dashboard.figures import (
     SCAN_LIMIT,
@@ -29,6 +30,7 @@ from gateway.dashboard.figures import (
 from gateway.dashboard.page import dashboard_page, login_page, message_page
 from gateway.dashboard.periods import choose
 from gateway.dashboard.view import ReportLink, View
+from gateway.ledger.period import Period, iso_time
 from gateway.ledger.summary import basis_of, total
 
 PATH = "/admin/dashboard"
@@ -98,6 +100,7 @@ def dashboard_router(
                 tenant=_name(params.get("tenant"), "tenant"),
                 model=_name(params.get("model"), "model"),
                 stack=_stack(params.get("stack")),
+                tags=parse_header(params.get("tag") or "") or None,
                 now_ms=int(now * 1000),
                 tenant_names=tenant_names,
                 model_names=model_names,
@@ -149,6 +152,11 @@ def dashboard_router(
     return router
 
 
+def scanned_basis(period: Period) -> str:
+    """What a page with a tag filter reads: every event of the period."""
+    return f"events scanned from {iso_time(period.start_ms)} to {iso_time(period.end_ms)}"
+
+
 def _name(value: str | None, what: str) -> str | None:
     if not value:
         return None
@@ -175,6 +183,7 @@ async def _view(
     tenant: str | None,
     model: str | None,
     stack: Stack,
+    tags: dict[str, str] | None,
     now_ms: int,
     tenant_names: Callable[[Request], Iterable[str]],
     model_names: Callable[[Request], Iterable[str]],
@@ -184,11 +193,11 @@ async def _view(
     chosen = choose(period, start, end, now_ms=now_ms)
     known = sorted(set(await reader.tenants()) | set(tenant_names(request)))
     tenants = [tenant] if tenant is not None else known
-    cube = await read_cube(reader, tenants=tenants, period=chosen.period)
+    cube = await read_cube(reader, tenants=tenants, period=chosen.period, tags=tags)
     by_tenant = grouped(cube, "tenant", model=model)
     return View(
         chosen=chosen,
-        basis=basis_of(chosen.period),
+        basis=basis_of(chosen.period) if not tags else scanned_basis(chosen.period),
         tenant=tenant,
         model=model,
         stack=stack,
@@ -199,8 +208,11 @@ async def _view(
         by_model=grouped(cube, "model", model=model),
         days=chosen.period.days(),
         per_day=stacked(cube, stack, model=model),
-        scan=await scan(reader, tenants=tenants, period=chosen.period, model=model, limit=scan_limit),
+        scan=await scan(
+            reader, tenants=tenants, period=chosen.period, model=model, limit=scan_limit, tags=tags
+        ),
         burns=await burns(reader, tenants, now_ms=now_ms),
         links=await report_links(request),
         now_ms=now_ms,
+        tags=tags,
     )

@@ -34,3 +34,5 @@ class View:
     burns: Sequence[Burn]
     links: Sequence[ReportLink]
     now_ms: int
+    tags: dict[str, str] | None = None
+    """The tag filter: only the events carrying all of these."""

@@ -74,6 +74,7 @@ def recorded() -> list[CostEvent]:
             estimated=estimated,
             band=BANDS[n % 4],
             conversation=(f"p-conv-{n % 3}" if n % 2 else None),
+            tags=None if n % 3 == 0 else {"team": ("search", "ads")[n // 3 % 2], "env": "prod"},
         )
         events.append(main)
         if n % 5 == 0:
@@ -96,6 +97,7 @@ def _side(main: CostEvent, ident: str, action: str, cost: int) -> CostEvent:
         parent_id=main.id,
         input_tokens=500,
         cost_nanos=cost,
+        tags=main.tags,
     )
 
 
@@ -214,6 +216,7 @@ async def test_dashboard_session_expires_and_the_key_still_works_as_a_bearer_hea
         ({"period": "custom", "from": "2026-11-30", "to": "2026-11-01"}, "must end after it starts"),
         ({"tenant": "a\x01b"}, "without control characters"),
         ({"stack": "provider"}, "stack must be model or tenant"),
+        ({"tag": "team"}, "&#x27;team&#x27; is not key=value"),
     ],
 )
 async def test_dashboard_says_what_is_wrong_with_a_period_or_filter(
@@ -396,6 +399,28 @@ async def test_dashboard_filters_by_tenant_and_model_and_stacks_by_tenant(setup:
     )
     assert '<option value="alpha" selected>' in page and '<option value="gpt-5.4" selected>' in page
     assert '<option value="gamma">' in page and '<option value="o-unused">' in page
+
+
+@pytest.mark.anyio
+async def test_dashboard_filters_by_tags_as_the_summary_by_tag_counts(
+    setup: Setup, capsys: pytest.CaptureFixture[str], redis_url: str
+) -> None:
+    await signed_in(setup.client)
+    query = {"period": "last_month", "tag": "team=search"}
+    page = (await setup.client.get("/admin/dashboard", params=query)).text
+    period = choose("last_month", None, None, now_ms=int(NOW * 1000)).period
+    mine = [e for e in within(period) if (e.tags or {}).get("team") == "search"]
+    assert any(side_kind(e) for e in mine) and len(mine) < len(within(period))
+    assert tile(page, "total-cost") == sum(e.cost_nanos for e in mine) > 0
+    assert tile(page, "total-requests") == len(mine)
+    span = ["--from", "2026-11-01", "--to", "2026-11-30"]
+    rows = await cli_summary(setup, capsys, redis_url, "tag:team", *span)
+    search = next(row for row in rows if row["tag:team"] == "search")
+    assert tile(page, "total-cost") == nanos_from_usd(str(search["cost_usd"]))
+    assert "value='team=search'" in page and "--group-by tag:team" in page
+    both = {"period": "last_month", "tag": "team=search, env=prod", "model": "gpt-5.4-mini"}
+    narrower = (await setup.client.get("/admin/dashboard", params=both)).text
+    assert tile(narrower, "total-requests") == sum(1 for e in mine if e.model == "gpt-5.4-mini") > 0
 
 
 @pytest.mark.anyio
