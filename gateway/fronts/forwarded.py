@@ -15,6 +15,7 @@ from gateway.core.admission import Hold, passthrough_ceiling_nanos
 from gateway.core.body import headers_of
 from gateway.core.metering import max_cost_nanos
 from gateway.core.planning import with_model
+from gateway.core.tags import request_tags
 from gateway.fronts.responses.calls import with_query
 from gateway.upstream.calls import send
 
@@ -32,6 +33,7 @@ async def embeddings(pipeline: Pipeline, request: Request) -> Response:
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
         body = bodies.parse_object(raw)
         record.requested_model = model = bodies.check_embeddings(body)
+        record.tags = request_tags(headers_of(request), record.tenant)
         candidates = runtime.serving(model, "embedding")
         await hold.take(
             runtime,
@@ -61,6 +63,7 @@ async def passthrough(pipeline: Pipeline, request: Request, path: str) -> Respon
         runtime = pipeline.store.current
         record.tenant = pipeline.authenticate(runtime, request)
         grant = passthrough_grant(runtime.passthrough, request.method, path, record.tenant.name)
+        record.tags = request_tags(headers_of(request), record.tenant)
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
         content_type = headers_of(request).get("content-type", "application/json")
         body = _json_body(raw, content_type)

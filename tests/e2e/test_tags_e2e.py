@@ -1,7 +1,7 @@
 """Cost attribution tags through a real gateway process and the mock upstreams: the openai SDK's
-``extra_headers`` and ``metadata`` on chat completions and Responses, the anthropic SDK's header on
-Messages, a key's default tags, each API's own 400 for a malformed header, and the events read back from
-the ledger and summarised with ``gateway costs summary --group-by tag:team``."""
+``extra_headers`` and ``metadata`` on chat completions and Responses (the header on embeddings), the
+anthropic SDK's header on Messages, a key's default tags, each API's own 400 for a malformed header, and
+the events read back from the ledger and summarised with ``gateway costs summary --group-by tag:team``."""
 
 from __future__ import annotations
 
@@ -91,15 +91,20 @@ def test_tags_from_the_sdks_reach_the_ledger_and_its_summary(
     untagged = deployment.openai("plain").chat.completions.with_raw_response.create(
         model="gpt-5.4", messages=[{"role": "user", "content": "Hello"}]
     )
-    ids = [raw.headers["x-gateway-request-id"] for raw in (chat, responses, message, untagged)]
+    embedded = deployment.openai("plain").embeddings.with_raw_response.create(
+        model="text-embedding-3-small", input=["Hello"], extra_headers={"x-gateway-tags": "team=ml"}
+    )
+    answers = (chat, responses, message, untagged, embedded)
+    ids = [raw.headers["x-gateway-request-id"] for raw in answers]
     sent = [r for r in mock.get("/_requests").json()["requests"] if r["path"] == "/v1/chat/completions"]
     assert sent[0]["body"]["metadata"] == {"feature": "overridden", "customer": "c-42"}  # forwarded unchanged
-    events = {event["id"]: event for event in deployment.events(4)}
+    events = {event["id"]: event for event in deployment.events(5)}
     assert [events[rid]["tags"] for rid in ids] == [
         {"env": "test", "team": "ads", "feature": "banner", "customer": "c-42"},
         {"env": "test", "team": "search", "feature": "autocomplete"},
         {"env": "test", "team": "ranking"},
         {"env": "test"},
+        {"env": "test", "team": "ml"},
     ]
 
     argv = ["costs", "summary", "--tenant", deployment.tenant, "--redis-url", deployment.redis_url,
@@ -107,7 +112,8 @@ def test_tags_from_the_sdks_reach_the_ledger_and_its_summary(
     capsys.readouterr()
     assert main(argv) == 0
     rows = {row["tag:team"]: row for row in orjson.loads(capsys.readouterr().out)}
-    assert {key: row["requests"] for key, row in rows.items()} == {"ads": 1, "search": 1, "ranking": 1, "": 1}
+    requests = {key: row["requests"] for key, row in rows.items()}
+    assert requests == {"ads": 1, "search": 1, "ranking": 1, "ml": 1, "": 1}
     assert rows["ranking"]["cost_usd"] == events[ids[2]]["cost_usd"]
 
 

@@ -24,6 +24,7 @@ from gateway.core.admission import Hold
 from gateway.core.body import headers_of
 from gateway.core.metering import max_cost_nanos
 from gateway.core.planning import with_model
+from gateway.core.tags import request_tags
 from gateway.fronts.responses import reply as responses_reply
 from gateway.fronts.responses.counting import responses_upper_bound
 from gateway.fronts.responses.ownership import check_references, owned
@@ -94,6 +95,7 @@ async def by_model(
         runtime = pipeline.store.current
         record.tenant = pipeline.authenticate(runtime, request)
         if metered:
+            record.tags = request_tags(headers_of(request), record.tenant)
             raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
         else:
             raw = await admitted_body(pipeline.count_limiter, runtime, record, request)
