@@ -199,7 +199,7 @@ async def _summary(args: argparse.Namespace) -> None:
     finally:
         await _close(client)
     if args.format == "table":
-        print(f"{iso_time(period.start_ms)} to {iso_time(period.end_ms)} ({basis_of(period)})")
+        print(f"{iso_time(period.start_ms)} to {iso_time(period.end_ms)} ({basis_of(period, args.group_by)})")
         sys.stdout.write(table(rows, group_by=args.group_by))
         return
     async for chunk in encode_summary(rows, args.format, group_by=args.group_by):

@@ -30,7 +30,6 @@ from gateway.dashboard.figures import (
 from gateway.dashboard.page import dashboard_page, login_page, message_page
 from gateway.dashboard.periods import choose
 from gateway.dashboard.view import ReportLink, View
-from gateway.ledger.period import Period, iso_time
 from gateway.ledger.summary import basis_of, total
 
 PATH = "/admin/dashboard"
@@ -152,11 +151,6 @@ def dashboard_router(
     return router
 
 
-def scanned_basis(period: Period) -> str:
-    """What a page with a tag filter reads: every event of the period."""
-    return f"events scanned from {iso_time(period.start_ms)} to {iso_time(period.end_ms)}"
-
-
 def _name(value: str | None, what: str) -> str | None:
     if not value:
         return None
@@ -197,7 +191,7 @@ async def _view(
     by_tenant = grouped(cube, "tenant", model=model)
     return View(
         chosen=chosen,
-        basis=basis_of(chosen.period) if not tags else scanned_basis(chosen.period),
+        basis=basis_of(chosen.period, f"tag:{next(iter(tags))}" if tags else "tenant"),
         tenant=tenant,
         model=model,
         stack=stack,

@@ -103,7 +103,7 @@ def admin_router(
             "from": iso_time(period.start_ms),
             "to": iso_time(period.end_ms),
             "group_by": group,
-            "basis": basis_of(period),
+            "basis": basis_of(period, group),
             "data": summary_rows(rows, group_by=group),
             "total": counters_row(total(rows)),
         }

@@ -63,7 +63,10 @@ async def client(redis_client: aioredis.Redis) -> AsyncIterator[httpx.AsyncClien
     keys = LedgerKeys(f"test-{random.getrandbits(40):x}")
     applier = EventApplier(redis_client, keys=keys, retention_months=13)
     await applier.apply(
-        [*ALPHA_EVENTS, *(make_event(n + 100, tenant="beta", cost_nanos=7) for n in range(3))]
+        [
+            *ALPHA_EVENTS,
+            *(make_event(n + 100, tenant="beta", cost_nanos=7, tags={"team": "ads"}) for n in range(3)),
+        ]
     )
     await Budgets(redis_client, budget_of=BUDGETS.get, keys=keys, clock=lambda: NOV_30_NOON / 1000).reserve(
         "alpha", "in-flight", 250_000_000
@@ -174,8 +177,22 @@ async def test_admin_export_rejects_bad_parameters(client: httpx.AsyncClient, qu
 
 
 @pytest.mark.anyio
-async def test_admin_summary_rejects_unknown_grouping(client: httpx.AsyncClient) -> None:
-    response = await client.get("/admin/costs/summary?group_by=weekday", headers=ADMIN)
+async def test_admin_summary_by_tag_reads_the_events(client: httpx.AsyncClient) -> None:
+    response = await client.get(
+        "/admin/costs/summary?from=2026-11-01&to=2026-11-30&group_by=tag:team", headers=ADMIN
+    )
+    body = response.json()
+    assert [(row["tag:team"], row["cost_usd"], row["requests"]) for row in body["data"]] == [
+        ("", "5.000000010", 5),
+        ("ads", "0.000000021", 3),
+    ]
+    assert body["basis"] == "events scanned from 2026-11-01T00:00:00Z to 2026-12-01T00:00:00Z"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("grouping", ["weekday", "tag:", "tag:a/b"])
+async def test_admin_summary_rejects_unknown_grouping(client: httpx.AsyncClient, grouping: str) -> None:
+    response = await client.get(f"/admin/costs/summary?group_by={grouping}", headers=ADMIN)
     assert (response.status_code, response.json()["error"]["param"]) == (400, "group_by")
 
 
