@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
+from dataclasses import asdict
 from typing import Any
 
 import orjson
@@ -20,6 +21,8 @@ from gateway.cli import main
 from gateway.config.auth import KeyRing
 from gateway.config.schema.root import GatewayConfig
 from gateway.core.tags import InvalidTags, request_tags
+from gateway.fronts.responses.memory import Pending, Remembered, pending_of
+from gateway.fronts.responses.pending import settlement
 from gateway.ledger.apply import EventApplier
 from gateway.ledger.event import CostEvent
 from gateway.ledger.focus import FOCUS_COLUMNS, focus_rows
@@ -164,6 +167,18 @@ def test_the_request_and_its_side_calls_carry_its_tags() -> None:
     assert [event.tags for event in events] == [tags, tags]
     assert events[1].parent_id == events[0].id
     assert recorder().events(request(usage=Usage(input_tokens=1)))[0][0].tags is None
+
+
+def test_a_background_response_keeps_its_tags_until_it_is_settled() -> None:
+    record = request(tags={"team": "search"}, called_model="gpt-5.4")
+    pending = pending_of(record)
+    stored = Pending(**orjson.loads(orjson.dumps(asdict(pending))))  # as the response memory keeps it
+    remembered = Remembered(
+        provider="mock", model="gpt-5.4", input_tokens=10, output_tokens=0, pending=stored
+    )
+    settled = settlement("acme", remembered, None)
+    assert settled.tags == {"team": "search"}
+    assert recorder().events(settled)[0][0].tags == {"team": "search"}
 
 
 def test_tags_survive_the_ledger_json_and_are_checked_there() -> None:
