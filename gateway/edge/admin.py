@@ -11,7 +11,7 @@ from starlette.responses import Response
 from gateway.base.errors import InvalidRequest
 from gateway.config.auth import KEY_ID_LENGTH
 from gateway.config.loading import ConfigError
-from gateway.config.schema.root import GatewayConfig
+from gateway.config.schema.root import GatewayConfig, TenantKey, key_digest, key_text
 from gateway.edge.routes import json_response, require_admin, state_of
 
 REDACTED = "***"
@@ -29,8 +29,16 @@ def redacted(config: GatewayConfig) -> dict[str, Any]:
         alerts["webhook_url"] = REDACTED  # a Slack webhook URL is its own credential
     alerts["headers"] = {name: REDACTED for name in alerts.get("headers", {})}
     for name, tenant in config.tenants.items():
-        data["tenants"][name]["keys"] = [f"key id {digest[:KEY_ID_LENGTH]}" for digest in tenant.key_hashes()]
+        data["tenants"][name]["keys"] = [
+            _shown(entry) for entry in tenant.keys if key_digest(key_text(entry))
+        ]
     return data
+
+
+def _shown(entry: str | TenantKey) -> str | dict[str, Any]:
+    """A configured key as its key id, with its default tags when it has some."""
+    shown = f"key id {(key_digest(key_text(entry)) or '')[:KEY_ID_LENGTH]}"
+    return shown if isinstance(entry, str) or not entry.tags else {"key": shown, "tags": entry.tags}
 
 
 def admin_config_router() -> APIRouter:

@@ -46,13 +46,16 @@ def test_admin_routes_need_the_admin_key(tmp_path: Path, redis_url: str, router:
 def test_effective_config_is_redacted(tmp_path: Path, redis_url: str, router: respx.Router) -> None:
     config = make_config()
     config["providers"]["mock"]["headers"] = {"x-secret": "s3cr3t"}
+    config["tenants"]["acme"]["keys"].append({"key": "sk-tagged-secret", "tags": {"team": "search"}})
     with gateway_client(tmp_path, redis_url, router, config=config) as client:
         body = client.get("/admin/config", headers=ADMIN).json()
     text = orjson.dumps(body).decode()
-    for secret in ("sk-upstream", "s3cr3t", TENANT_KEY):
+    for secret in ("sk-upstream", "s3cr3t", TENANT_KEY, "sk-tagged-secret"):
         assert secret not in text
     assert body["config"]["providers"]["mock"]["api_key"] == "***"
-    assert body["config"]["tenants"]["acme"]["keys"][0].startswith("key id ")
+    plain, tagged = body["config"]["tenants"]["acme"]["keys"]
+    assert plain.startswith("key id ")
+    assert tagged["key"].startswith("key id ") and tagged["tags"] == {"team": "search"}
     assert body["config"]["models"]["gpt-5.4"]["pricing"]["tiers"][0]["above_input_tokens"] == 272000
 
 
