@@ -2,28 +2,31 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from decimal import Decimal
 from typing import Annotated, Literal, get_args
 
 from pydantic import Field, StringConstraints, field_validator, model_validator
 
-from gateway.base.tags import TagProblem, from_mapping
 from gateway.config.schema.alerts import AlertsConfig
 from gateway.config.schema.base import Strict
 from gateway.config.schema.counting import CountingConfig, EncodingName
 from gateway.config.schema.experiments import ExperimentConfig
-from gateway.config.schema.ledger import BudgetConfig, LedgerConfig
+from gateway.config.schema.ledger import LedgerConfig
 from gateway.config.schema.limits import Limits as Limits
 from gateway.config.schema.passthrough import PASSTHROUGH_METHODS as PASSTHROUGH_METHODS
 from gateway.config.schema.passthrough import SHARED_OBJECTS as SHARED_OBJECTS
 from gateway.config.schema.passthrough import PassthroughRoute as PassthroughRoute
 from gateway.config.schema.sampling import SamplingConfig
-from gateway.servertools.kinds import ServerToolKind
+from gateway.config.schema.tenants import KEY_HASH_PREFIX as KEY_HASH_PREFIX
+from gateway.config.schema.tenants import SharedObjectKind as SharedObjectKind
+from gateway.config.schema.tenants import TenantConfig as TenantConfig
+from gateway.config.schema.tenants import TenantKey as TenantKey
+from gateway.config.schema.tenants import hash_key as hash_key
+from gateway.config.schema.tenants import key_digest as key_digest
+from gateway.config.schema.tenants import key_text as key_text
 from policies import PoliciesConfig
 
-KEY_HASH_PREFIX = "sha256:"
 ENCODINGS: tuple[str, ...] = get_args(EncodingName)
 """The tiktoken encodings a model's ``encoding`` may name: those the gateway ships."""
 
@@ -160,103 +163,6 @@ class ModelConfig(_Strict):
     )
 
 
-SharedObjectKind = Literal[
-    "files", "vector_stores", "containers", "conversations", "skills", "prompts", "response_items"
-]
-"""Kinds of objects the provider keeps for its whole account that a request body may name by id
-(``gateway.core.shared_objects``)."""
-
-
-def _checked_tags(value: dict[str, str]) -> dict[str, str]:
-    try:
-        return from_mapping(value, where="tags")
-    except TagProblem as exc:
-        raise ValueError(str(exc)) from None
-
-
-class TenantKey(_Strict):
-    """A key with default cost tags: ``{key: ${ACME_SEARCH_KEY}, tags: {team: search}}``."""
-
-    key: str = Field(description="the API key, as a ${ENV} reference or sha256:<hex>")
-    tags: dict[str, str] = Field(
-        default_factory=dict, description="cost tags of this key's requests, under the request's own"
-    )
-
-    _tags = field_validator("tags")(_checked_tags)
-
-
-class TenantConfig(_Strict):
-    keys: tuple[str | TenantKey, ...] = Field(
-        min_length=1,
-        description="API keys, as ${ENV} references or sha256:<hex>, or {key, tags} with default cost tags",
-    )
-    tags: dict[str, str] = Field(
-        default_factory=dict,
-        description="cost tags of every request of the tenant's keys, under the key's and the request's own",
-    )
-    allow_passthrough: bool = Field(
-        default=False, description="may opt out of policies per request with x-gateway-policy: passthrough"
-    )
-    allow_unknown_responses: bool = Field(
-        default=False,
-        description="may name response ids the gateway never saw this tenant create (by-id routes and "
-        "previous_response_id); other tenants' ids are refused regardless",
-    )
-    shared_objects: tuple[SharedObjectKind, ...] = Field(
-        default=(),
-        description="kinds of the provider's account-wide objects the tenant's requests may name by id "
-        "(file ids, vector stores, prompts, ...); a passthrough entry granting the kind's path grants it too",
-    )
-    report_prompt_tokens: Literal["forwarded", "received"] = Field(
-        default="forwarded",
-        description="what usage says of a prompt the gateway rewrote: as forwarded (billed), or as received",
-    )
-    budget: BudgetConfig | None = None
-    token_counts_per_minute: int | None = Field(
-        default=None,
-        ge=1,
-        description="token counting calls (count_tokens, input_tokens) a minute; unset: limits' value",
-    )
-    experiments: bool = Field(
-        default=True,
-        description="false: never mirrored to an experiment's candidate nor split to one (data that may not "
-        "go to another model or provider)",
-    )
-    server_tools: bool | tuple[ServerToolKind, ...] = Field(
-        default=True,
-        description="the tools the provider runs itself (web search, file search, code execution, ...) the "
-        "tenant may offer a model: true (all), false (none), or a list of kinds; others are refused (400)",
-    )
-
-    _tags = field_validator("tags")(_checked_tags)
-
-    def key_hashes(self) -> tuple[str, ...]:
-        """sha256 hex digests of this tenant's keys; empty keys (an unset variable) never authenticate."""
-        return tuple(digest for digest, _ in self.key_tags())
-
-    def key_tags(self) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
-        """Each key's sha256 digest with its default tags (the tenant's under the key's, sorted)."""
-        found = []
-        for entry in self.keys:
-            own = None if isinstance(entry, str) else entry.tags
-            digest = key_digest(key_text(entry))
-            if digest is not None:
-                found.append((digest, tuple(sorted({**self.tags, **(own or {})}.items()))))
-        return tuple(found)
-
-
-def key_text(entry: str | TenantKey) -> str:
-    """A configured key, with or without default tags."""
-    return entry if isinstance(entry, str) else entry.key
-
-
-def key_digest(key: str) -> str | None:
-    """The sha256 hex digest of a configured key (``sha256:<hex>`` or plain); None for an empty one."""
-    if key.startswith(KEY_HASH_PREFIX):
-        return key.removeprefix(KEY_HASH_PREFIX).lower()
-    return hash_key(key) if key else None
-
-
 class GatewayConfig(_Strict):
     providers: dict[str, ProviderConfig]
     models: dict[str, ModelConfig]
@@ -387,10 +293,6 @@ def _experiment_problems(
             if tenant not in config.tenants:
                 problems.append(((*where, "match", field, index), f"unknown tenant {tenant!r}"))
     return problems
-
-
-def hash_key(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
 
 
 def prompt_cache_of(config: GatewayConfig, model: str) -> PromptCacheConfig:
