@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeVar
 
 from gateway.config.schema.ledger import BudgetConfig
+from gateway.ledger.counters import counters_of
 from gateway.ledger.event import CostEvent
 from gateway.ledger.period import MS_PER_DAY, Period, day_of, month_of
 from gateway.ledger.reader import TenantUsage
@@ -40,18 +41,6 @@ class DashboardSource(LedgerSource, Protocol):
     async def tenants(self) -> list[str]: ...
 
     async def usage(self, tenant: str, *, now_ms: int) -> TenantUsage: ...
-
-
-def counters_of(event: CostEvent) -> Counters:
-    return Counters(
-        requests=1,
-        cost_nanos=event.cost_nanos,
-        saving_nanos=event.saving_nanos,
-        input_tokens=event.input_tokens,
-        cached_tokens=event.cached_tokens,
-        output_tokens=event.output_tokens,
-        reasoning_tokens=event.reasoning_tokens,
-    )
 
 
 def tagged(event: CostEvent, tags: Mapping[str, str] | None) -> bool:

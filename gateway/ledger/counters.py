@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from gateway.ledger.event import CostEvent
 from gateway.ledger.reply import integer, text
 
 _FIELD_OF = {
@@ -46,3 +47,16 @@ def read_counters(raw: Mapping[Any, Any]) -> dict[str, Counters]:
         if attribute is not None:
             values.setdefault(model, {})[attribute] = integer(raw_value)
     return {model: Counters(**counts) for model, counts in values.items()}
+
+
+def counters_of(event: CostEvent) -> Counters:
+    """One event as counters: what the daily hashes add for it."""
+    return Counters(
+        requests=1,
+        cost_nanos=event.cost_nanos,
+        saving_nanos=event.saving_nanos,
+        input_tokens=event.input_tokens,
+        cached_tokens=event.cached_tokens,
+        output_tokens=event.output_tokens,
+        reasoning_tokens=event.reasoning_tokens,
+    )

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gateway.base.tags import TagProblem, check_key
-from gateway.ledger.counters import Counters, read_counters
+from gateway.ledger.counters import Counters, counters_of, read_counters
 from gateway.ledger.period import MS_PER_DAY, Period, day_of
 from gateway.ledger.source import LedgerSource
 
@@ -152,19 +152,7 @@ async def _from_events(
             key = (event.tags or {}).get(tag, UNTAGGED)
         else:
             key = {"tenant": event.tenant, "model": event.model, "day": day_of(event.time_ms)}[group_by]
-        _add(
-            groups,
-            key,
-            Counters(
-                requests=1,
-                cost_nanos=event.cost_nanos,
-                saving_nanos=event.saving_nanos,
-                input_tokens=event.input_tokens,
-                cached_tokens=event.cached_tokens,
-                output_tokens=event.output_tokens,
-                reasoning_tokens=event.reasoning_tokens,
-            ),
-        )
+        _add(groups, key, counters_of(event))
 
 
 def _add(groups: dict[str, Counters], key: str, counters: Counters) -> None:
