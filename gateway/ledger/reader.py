@@ -4,7 +4,9 @@ Events are listed through each month's time index (``order`` zset, members ``<ti
 a page at a time, so the order is the events' own time even for events replayed from a spool long after
 they happened, and a page is all that is ever held. The stream entries of a page are fetched with one
 XRANGE over the page's span of stream ids (usually exactly the page), falling back to one XRANGE per
-entry only for those the span did not cover.
+entry only for those the span did not cover. Events of one tenant sharing a millisecond follow their
+members' text order (the archive orders them the same way): stable and the same from both, though not
+always the order they were written in.
 """
 
 from __future__ import annotations
