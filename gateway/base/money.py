@@ -11,6 +11,8 @@ NANOS_PER_USD = 10**9
 
 def usd(nanos: int, *, trim: bool = False) -> str:
     """``1_234_500`` → ``"0.001234500"``; ``trim`` drops trailing zeros, keeping two: ``"0.0012345"``."""
+    if nanos == 0 and not trim:  # most of an export's amounts (tools, cache writes, side calls' savings)
+        return "0.000000000"
     sign = "-" if nanos < 0 else ""
     whole, fraction = divmod(abs(nanos), NANOS_PER_USD)
     digits = f"{fraction:09d}"

@@ -8,6 +8,8 @@ day's and month's counters are exact the moment an event is written, and where b
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 from datetime import date
 
@@ -73,12 +75,16 @@ class ArchiveReader:
             if not await _created(connection):
                 return
             sources = []
-            for number, tenant in enumerate(tenants):
-                cursor = connection.cursor(name=f"ledger_events_{number}")
-                await cursor.execute(_EVENTS, (tenant, first, last, period.start_ms, period.end_ms))
-                sources.append(_pages(cursor))
-            async for event in merge_blocks(sources):
-                yield event
+            try:
+                for number, tenant in enumerate(tenants):
+                    cursor = connection.cursor(name=f"ledger_events_{number}")
+                    await cursor.execute(_EVENTS, (tenant, first, last, period.start_ms, period.end_ms))
+                    sources.append(_pages(cursor))
+                async for event in merge_blocks(sources):
+                    yield event
+            finally:  # a reader that stops early: each page being fetched lands before the cursors close
+                for source in sources:
+                    await source.aclose()
 
     async def daily_counters(self, tenants: Sequence[str], days: Period) -> AsyncIterator[DayCounters]:
         first, last = date.fromisoformat(day_of(days.start_ms)), date.fromisoformat(day_of(days.end_ms - 1))
@@ -105,10 +111,17 @@ class ArchiveReader:
 
 
 async def _pages(cursor: psycopg.AsyncServerCursor[tuple[object, ...]]) -> AsyncIterator[list[CostEvent]]:
-    """The cursor's events, ``ROWS_PER_FETCH`` rows a round trip."""
+    """The cursor's events, ``ROWS_PER_FETCH`` rows a round trip. The next page is asked for before this
+    one is parsed, so the server reads it while this process parses (two pages held at most)."""
     parse = CostEvent.from_json
-    while rows := await cursor.fetchmany(ROWS_PER_FETCH):
-        yield [parse(row[0]) for row in rows]  # type: ignore[arg-type]  # json arrives as text
+    upcoming = asyncio.ensure_future(cursor.fetchmany(ROWS_PER_FETCH))
+    try:
+        while rows := await upcoming:
+            upcoming = asyncio.ensure_future(cursor.fetchmany(ROWS_PER_FETCH))
+            yield [parse(row[0]) for row in rows]  # type: ignore[arg-type]  # json arrives as text
+    finally:  # stopped early: the page asked for is let in (cancelling it would break the connection)
+        with contextlib.suppress(psycopg.Error):
+            await upcoming
 
 
 def _iso(day: object) -> str:

@@ -66,9 +66,10 @@ def event_values(event: CostEvent) -> tuple[Value, ...]:
 
 def _parts(event: CostEvent) -> tuple[str | None, ...]:
     """The cost by priced unit (empty on events recorded before it was)."""
-    if event.cost_parts is None:
+    parts = event.cost_parts
+    if parts is None:
         return (None, None, None, None)
-    return tuple(usd(part) for part in event.cost_parts)
+    return (usd(parts[0]), usd(parts[1]), usd(parts[2]), usd(parts[3]))
 
 
 def counters_row(counters: Counters) -> Row:
@@ -118,7 +119,16 @@ async def encode_rows(
     separator = "\n"
     async for row in rows:
         if fmt == "csv":
-            writer.writerow([_cell(value) for value in row])
+            writer.writerow(
+                [  # most cells are numbers, empty or plain text: only the others go through _cell
+                    value
+                    if type(value) is int
+                    or value is None
+                    or (isinstance(value, str) and value[:1] not in FORMULA_STARTS)
+                    else _cell(value)
+                    for value in row
+                ]
+            )
         elif fmt == "json":
             buffer.write(separator + orjson.dumps(dict(zip(columns, row, strict=True))).decode())
             separator = ",\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from functools import lru_cache
 
 MS_PER_DAY = 86_400_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -28,9 +29,18 @@ def to_ms(moment: datetime) -> int:
 
 
 def iso_time(time_ms: int) -> str:
-    """``2026-11-30T12:00:00.123Z``."""
-    seconds, millis = divmod(time_ms, 1000)
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{millis:03d}Z"
+    """``2026-11-30T12:00:00.123Z``. The day's part is made once per day (exports write it for every
+    event); the time of day is arithmetic."""
+    day, in_day = divmod(time_ms, MS_PER_DAY)
+    hours, in_hour = divmod(in_day, 3_600_000)
+    minutes, in_minute = divmod(in_hour, 60_000)
+    seconds, millis = divmod(in_minute, 1000)
+    return f"{_day_prefix(day)}{hours:02d}:{minutes:02d}:{seconds:02d}.{millis:03d}Z"
+
+
+@lru_cache(maxsize=64)
+def _day_prefix(day: int) -> str:
+    return date.fromordinal(_EPOCH_ORDINAL + day).isoformat() + "T"
 
 
 def _month_start(year: int, month: int) -> date:

@@ -77,6 +77,11 @@ async def merge_in_time(sources: Sequence[AsyncIterator[CostEvent]]) -> AsyncIte
 
 async def merge_blocks(sources: Sequence[AsyncIterator[Sequence[CostEvent]]]) -> AsyncIterator[CostEvent]:
     """``merge_in_time`` for streams that come in blocks (pages of rows): only a block's end waits."""
+    if len(sources) == 1:  # nothing to merge
+        async for block in sources[0]:
+            for event in block:
+                yield event
+        return
     heap: list[tuple[int, int, int]] = []
     blocks: list[Sequence[CostEvent]] = []
     for number, source in enumerate(sources):

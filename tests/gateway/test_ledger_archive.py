@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from gateway.cli import main
 from gateway.config.schema.ledger import LedgerConfig
+from gateway.ledger import archive_reader
 from gateway.ledger.archive_reader import ArchiveReader
 from gateway.ledger.archive_store import ArchiveStore
 from gateway.ledger.drainer import GROUP, ArchiveDrainer
@@ -124,6 +125,30 @@ async def test_the_archive_answers_every_reader_as_redis_does(
     assert [e async for e in archive.events(one, PERIODS[0])] == [
         e async for e in redis_source.events(one, PERIODS[0])
     ]
+
+
+@pytest.mark.anyio
+async def test_the_archive_reads_page_after_page_and_stops_cleanly_midway(
+    redis_client: aioredis.Redis, archive_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small pages: each next one is asked for while the last is parsed, over many page boundaries; a
+    reader that stops early leaves no fetch running and the next export reads it all."""
+    monkeypatch.setattr(archive_reader, "ROWS_PER_FETCH", 7)
+    keys, tenants = names()
+    await store(redis_client, recorded(tenants), keys=keys)
+    drainer = drainer_of(redis_client, archive_url, keys)
+    try:
+        await drainer.drain(discover=True)
+    finally:
+        await drainer.close()
+    archive, period = ArchiveReader(archive_url), PERIODS[0]
+    expected = await everything(LedgerReader(redis_client, keys=keys), tenants, period)
+    assert await everything(archive, tenants, period) == expected
+    for stop_after in (1, 7, 30):
+        events = archive.merged_events(tenants, period)
+        assert [await anext(events) for _ in range(stop_after)] == expected[:stop_after]
+        await events.aclose()
+    assert await everything(archive, tenants[:1], period) == [e for e in expected if e.tenant == tenants[0]]
 
 
 @pytest.mark.anyio

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import FrozenInstanceError, fields
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -43,6 +44,32 @@ def test_cost_event_json_round_trip_keeps_every_field() -> None:
         7, tier=">272K", estimated=True, parent_id="req-6", status=499, latency_ms=12, stream=True
     )
     assert CostEvent.from_json(event.to_json()) == event
+
+
+def test_cost_event_from_json_sets_every_field_and_stays_frozen() -> None:
+    event = make_event(
+        8, cost_parts=(1, 2, 3, 4), tags={"team": "search"}, conversation="c1", band="warning",
+        prompt_tokens=1_000, retries=2, upstream_ms=40, first_token_ms=9, tool_uses="web_search=1",
+    )  # fmt: skip
+    parsed = CostEvent.from_json(event.to_json())
+    names = [field.name for field in fields(CostEvent)]
+    assert [getattr(parsed, name) for name in names] == [getattr(event, name) for name in names]
+    assert type(parsed.cost_parts) is tuple
+    with pytest.raises(FrozenInstanceError):
+        parsed.cost_nanos = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [({"cost_nanos": 0.5}, TypeError), ({"id": ""}, ValueError), ({"cost_parts": [1, 2]}, ValueError),
+     ({"tags": {"team": 1}}, ValueError)],
+)  # fmt: skip
+def test_cost_event_from_json_checks_what_init_checks(
+    change: dict[str, object], error: type[Exception]
+) -> None:
+    data = orjson.loads(make_event(1).to_json()) | change
+    with pytest.raises(error):
+        CostEvent.from_json(orjson.dumps(data))
 
 
 def test_cost_event_from_json_ignores_unknown_fields() -> None:
@@ -121,6 +148,16 @@ def test_period_day_and_month_are_utc(time_ms: int, day: str) -> None:
 
 def test_period_iso_time_has_milliseconds() -> None:
     assert iso_time(NOV_30_NOON + 7) == "2026-11-30T12:00:00.007Z"
+
+
+@pytest.mark.parametrize(
+    "time_ms",
+    [0, 1, 999, 59_999, 3_599_999, 86_399_999, 86_400_000, -1, -86_400_001, NOV_30_NOON + 43_199_999,
+     951_782_400_000, 253_402_300_799_999],
+)  # fmt: skip
+def test_period_iso_time_is_what_datetime_writes(time_ms: int) -> None:
+    moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=time_ms)
+    assert iso_time(time_ms) == moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 @pytest.mark.parametrize(
