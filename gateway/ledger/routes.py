@@ -118,8 +118,36 @@ def tenant_router(
     get_reader: Callable[[Request], LedgerSource],
     clock: Clock = time.time,
 ) -> APIRouter:
-    """``GET /v1/gateway/usage``: the calling tenant's own spend, saving and budget; nobody else's."""
+    """``GET /v1/gateway/usage``: the calling tenant's own spend, saving and budget; nobody else's.
+    ``GET /v1/gateway/usage/history``: its spend over a period, by day, model or one of its cost tags, read
+    from the archive when there is one (so it reaches back past Redis' window), else from Redis."""
     router = APIRouter(tags=["usage"])
+
+    @router.get("/v1/gateway/usage/history")
+    async def usage_history(
+        request: Request, from_: FromParam = None, to: ToParam = None, group_by: str = "day"
+    ) -> Response:
+        try:
+            group: GroupBy = parse_group(group_by)
+        except ValueError as exc:
+            raise InvalidRequest(f"invalid group_by: {exc}", param="group_by") from None
+        if group == "tenant":
+            raise InvalidRequest("invalid group_by: one of day, model or tag:<key>", param="group_by")
+        period = _period(from_, to, clock)
+        found = get_tenant(request)
+        tenant = await found if inspect.isawaitable(found) else found
+        rows = await summarize(get_reader(request), tenants=[tenant.name], period=period, group_by=group)
+        body = {
+            "object": "gateway.usage_history",
+            "tenant": tenant.name,
+            "from": iso_time(period.start_ms),
+            "to": iso_time(period.end_ms),
+            "group_by": group,
+            "basis": basis_of(period, group),
+            "data": summary_rows(rows, group_by=group),
+            "total": counters_row(total(rows)),
+        }
+        return Response(orjson.dumps(body), media_type="application/json")
 
     @router.get("/v1/gateway/usage")
     async def gateway_usage(request: Request) -> Response:

@@ -101,6 +101,8 @@ def test_requests_never_wait_on_the_archive_and_a_later_drain_catches_up(
             time.sleep(0.1)
         summary = client.get("/admin/costs/summary", headers=ADMIN, params={"tenant": "acme"}).json()
         exported = client.get("/admin/costs", headers=ADMIN, params={"tenant": "acme", "format": "ndjson"})
+        history = client.get("/v1/gateway/usage/history", params={"group_by": "model"}).json()
     assert summary["total"]["requests"] == redis_total["requests"] == REQUESTS
+    assert (history["tenant"], history["total"]) == ("acme", summary["total"])  # the tenant's own, archived
     assert round(float(summary["total"]["cost_usd"]) * 1e9) == redis_total["cost_nanos"]
     assert sorted(line.split('"id":"')[1].split('"')[0] for line in exported.text.splitlines()) == ids

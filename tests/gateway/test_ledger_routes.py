@@ -201,3 +201,35 @@ async def test_admin_export_defaults_to_this_month_until_now(client: httpx.Async
     response = await client.get("/admin/costs?tenant=alpha&format=ndjson", headers=ADMIN)
     times = [orjson.loads(line)["time"] for line in response.text.splitlines()]
     assert times == ["2026-11-30T12:00:00.000Z"]  # the clock reads 12:00:00.000; later events are not yet
+
+
+@pytest.mark.anyio
+async def test_usage_history_is_the_callers_own_spend_by_day_model_or_tag(client: httpx.AsyncClient) -> None:
+    history = "/v1/gateway/usage/history?from=2026-11-01&to=2026-11-30"
+    by_day = (await client.get(history, headers=as_tenant("alpha"))).json()
+    assert (by_day["object"], by_day["tenant"]) == ("gateway.usage_history", "alpha")
+    assert by_day["group_by"] == "day"
+    days = {event.time_ms // 86_400_000 for event in ALPHA_EVENTS}
+    assert len(by_day["data"]) == len(days)
+    assert sum(row["requests"] for row in by_day["data"]) == by_day["total"]["requests"] == 5
+    assert by_day["total"]["cost_usd"] == "5.000000010"
+    by_model = (await client.get(f"{history}&group_by=model", headers=as_tenant("alpha"))).json()
+    assert by_model["total"] == by_day["total"]
+    by_tag = (await client.get(f"{history}&group_by=tag:team", headers=as_tenant("beta"))).json()
+    assert [(row["tag:team"], row["requests"]) for row in by_tag["data"]] == [("ads", 3)]
+    assert b"alpha" not in orjson.dumps(by_tag)
+    so_far = (await client.get("/v1/gateway/usage/history", headers=as_tenant("alpha"))).json()
+    assert (so_far["from"], so_far["to"]) == ("2026-11-01T00:00:00.000Z", "2026-11-30T12:00:00.001Z")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("query", "param"),
+    [("group_by=tenant", "group_by"), ("group_by=week", "group_by"), ("from=soon", "from")],
+)
+async def test_usage_history_refuses_what_it_cannot_answer(
+    client: httpx.AsyncClient, query: str, param: str
+) -> None:
+    response = await client.get(f"/v1/gateway/usage/history?{query}", headers=as_tenant("alpha"))
+    assert (response.status_code, response.json()["error"]["param"]) == (400, param)
+    assert (await client.get("/v1/gateway/usage/history", headers=ADMIN)).status_code == 401
