@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from datetime import date
 
 import psycopg
@@ -110,7 +110,9 @@ class ArchiveReader:
         return await self._live.usage(tenant, now_ms=now_ms)
 
 
-async def _pages(cursor: psycopg.AsyncServerCursor[tuple[object, ...]]) -> AsyncIterator[list[CostEvent]]:
+async def _pages(
+    cursor: psycopg.AsyncServerCursor[tuple[object, ...]],
+) -> AsyncGenerator[list[CostEvent], None]:
     """The cursor's events, ``ROWS_PER_FETCH`` rows a round trip. The next page is asked for before this
     one is parsed, so the server reads it while this process parses (two pages held at most)."""
     parse = CostEvent.from_json
