@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from functools import partial
+from typing import TYPE_CHECKING
 
 import redis.asyncio as aioredis
 import structlog
@@ -46,6 +47,9 @@ from gateway.sampling.store import SampleWriter
 from gateway.tokens.counter import TokenCounter
 from gateway.upstream.calls import ClientFactory, UpstreamPool, default_client
 
+if TYPE_CHECKING:  # imported when an archive is configured: it brings psycopg
+    from gateway.ledger.drainer import ArchiveDrainer
+
 log = structlog.get_logger("gateway.app")
 
 
@@ -69,12 +73,15 @@ class LiveConfig:
         return found.budget if found is not None else None
 
 
-def state_reading(ledger: Ledger, samples: SampleWriter, store: ConfigStore) -> StateReading:
+def state_reading(
+    ledger: Ledger, samples: SampleWriter, store: ConfigStore, drainer: ArchiveDrainer | None = None
+) -> StateReading:
     return StateReading(
         ledger_queue=ledger.stats().queued,
         sampler_queue=samples.stats().queued,
         reload_failures=store.reload_failures,
         config_rejected=store.last_error is not None,
+        archive=None if drainer is None else drainer.stats(),
     )
 
 
@@ -101,7 +108,9 @@ async def open_process_redis(
     return connection.client, mode
 
 
-async def start_archive_drainer(stack: AsyncExitStack, redis: aioredis.Redis, config: LedgerConfig) -> None:
+async def start_archive_drainer(
+    stack: AsyncExitStack, redis: aioredis.Redis, config: LedgerConfig
+) -> ArchiveDrainer:
     """Drain the cost streams into the PostgreSQL archive (``ledger.archive``) until the app stops. It
     connects when it first drains, so a PostgreSQL that is down delays nothing at start-up."""
     from gateway.ledger.archive_store import ArchiveStore
@@ -111,6 +120,7 @@ async def start_archive_drainer(stack: AsyncExitStack, redis: aioredis.Redis, co
     drainer = ArchiveDrainer(redis, ArchiveStore(config.archive), config=config)
     drainer.start()
     stack.push_async_callback(drainer.close)  # before Redis closes (the stack closes in reverse)
+    return drainer
 
 
 async def open_gateway(
@@ -128,15 +138,17 @@ async def open_gateway(
     ledger = Ledger(redis, spool_dir=settings.data_dir / "spool", config=ledger_config)
     await ledger.start()
     stack.push_async_callback(ledger.close, 10.0)
+    drainer = None
     if ledger_config.archive is not None:  # off the request path: a background task of its own
-        await start_archive_drainer(stack, redis, ledger_config)
+        drainer = await start_archive_drainer(stack, redis, ledger_config)
     samples = SampleWriter(redis, config=live.sampling)
     await samples.start()
     stack.push_async_callback(samples.close)
     metrics = GatewayMetrics(
         multiproc_dir=settings.metrics_dir,
         spool_dir=settings.data_dir / "spool",
-        read_state=partial(state_reading, ledger, samples, store),
+        read_state=partial(state_reading, ledger, samples, store, drainer),
+        archive=drainer is not None,
     )
     await metrics.start()
     stack.push_async_callback(metrics.close)

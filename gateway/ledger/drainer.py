@@ -86,6 +86,8 @@ class DrainStats:
     leading: bool
     archive_up: bool
     streams: int
+    last_drain: float | None = None
+    """When a drain by this process last worked (its clock's seconds), None before one has."""
 
 
 def _stream_order(stream_id: str) -> tuple[int, int]:
@@ -122,6 +124,7 @@ class ArchiveDrainer:
         self._up = True
         self._next_discovery = 0.0
         self._next_trim = 0.0
+        self._last_drain: float | None = None
         self._counts = dict.fromkeys(("archived", "duplicates", "rejected", "trimmed", "failures"), 0)
         self._log = structlog.get_logger("gateway.ledger.archive")
 
@@ -147,7 +150,11 @@ class ArchiveDrainer:
 
     def stats(self) -> DrainStats:
         return DrainStats(
-            **self._counts, leading=self._leading, archive_up=self._up, streams=len(self._streams)
+            **self._counts,
+            leading=self._leading,
+            archive_up=self._up,
+            streams=len(self._streams),
+            last_drain=self._last_drain,
         )
 
     async def _run(self) -> None:
@@ -157,6 +164,7 @@ class ArchiveDrainer:
             try:
                 if await self.lead():
                     full = await self.drain() >= self.config.archive_batch_size
+                    self._last_drain = self._clock()
                     if self._clock() >= self._next_trim:
                         await self.trim()
                         self._next_trim = self._clock() + TRIM_SECONDS

@@ -9,14 +9,19 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, generate_latest, multiprocess, values
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from gateway.ledger.spool import REJECTED, SUFFIX
-from gateway.metrics.families import Families, build_families
+from gateway.metrics.families import ArchiveFamilies, Families, build_archive_families, build_families
 
+if TYPE_CHECKING:  # the drainer brings psycopg, which a gateway without an archive never loads
+    from gateway.ledger.drainer import DrainStats
+
+ARCHIVE_OUTCOMES = ("archived", "duplicate", "rejected", "trimmed")
 REFRESH_SECONDS = 1.0
 """How often each process writes its gauges (queue depths, reload failures) for the others' scrapes."""
 
@@ -46,6 +51,8 @@ class StateReading:
     sampler_queue: int
     reload_failures: int
     config_rejected: bool
+    archive: DrainStats | None = None
+    """The archive drainer's, with ``ledger.archive`` set."""
 
 
 class SpoolCollector:
@@ -87,6 +94,7 @@ class GatewayMetrics:
         spool_dir: Path,
         read_state: Callable[[], StateReading],
         refresh_seconds: float = REFRESH_SECONDS,
+        archive: bool = False,
     ) -> None:
         if multiproc_dir is not None and values.ValueClass is values.MutexValue:
             raise RuntimeError(
@@ -102,6 +110,9 @@ class GatewayMetrics:
             self._registry = CollectorRegistry(auto_describe=True)
             self._registry.register(self._spool)
         self.families: Families = build_families(self._registry)
+        self.archive: ArchiveFamilies | None = build_archive_families(self._registry) if archive else None
+        self._archived = dict.fromkeys(ARCHIVE_OUTCOMES, 0)
+        self._archive_failures = 0
         self._read_state = read_state
         self._refresh_seconds = refresh_seconds
         self._task: asyncio.Task[None] | None = None
@@ -126,6 +137,25 @@ class GatewayMetrics:
         f.sampler_queue.set(state.sampler_queue)
         f.reload_failures.set(state.reload_failures)
         f.config_rejected.set(1 if state.config_rejected else 0)
+        if self.archive is not None and state.archive is not None:
+            self._refresh_archive(self.archive, state.archive)
+
+    def _refresh_archive(self, families: ArchiveFamilies, stats: DrainStats) -> None:
+        """The drainer counts from its start; its counters here grow by what it counted since the last
+        refresh."""
+        for outcome, count in zip(
+            ARCHIVE_OUTCOMES, (stats.archived, stats.duplicates, stats.rejected, stats.trimmed), strict=True
+        ):
+            if count > self._archived[outcome]:
+                families.events.labels(outcome).inc(count - self._archived[outcome])
+                self._archived[outcome] = count
+        if stats.failures > self._archive_failures:
+            families.failures.inc(stats.failures - self._archive_failures)
+            self._archive_failures = stats.failures
+        families.up.set(1 if stats.archive_up else 0)
+        families.leading.set(1 if stats.leading else 0)
+        if stats.last_drain is not None:
+            families.last_drain.set(stats.last_drain)
 
     def render(self) -> bytes:
         """The exposition text: in multiprocess mode the sum over every worker's files."""

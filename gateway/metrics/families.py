@@ -40,6 +40,20 @@ gateway_ledger_spool_bytes                 gauge                                
                                                                                   spool (read at scrape)
 gateway_ledger_rejected_bytes              gauge                                  events set aside for a
                                                                                   person (read at scrape)
+gateway_archive_events_total               counter    outcome                     with an archive: events
+                                                                                  archived, duplicate
+                                                                                  (read again, there
+                                                                                  already), rejected (no
+                                                                                  cost event), trimmed
+                                                                                  (left Redis)
+gateway_archive_failures_total             counter                                drain turns that failed
+                                                                                  (archive or Redis down)
+gateway_archive_up                         gauge                                  0 while a drainer finds
+                                                                                  the archive down
+gateway_archive_leading                    gauge                                  drainers holding the
+                                                                                  lease (1 in the fleet)
+gateway_archive_last_drain_seconds         gauge                                  Unix time of the last
+                                                                                  drain that worked
 =========================================  =========  ==========================  =========================
 
 Net savings, as the ledger counts them: ``gateway_savings_usd_total - gateway_savings_cost_usd_total``.
@@ -81,6 +95,53 @@ class Families:
     def count_experiment_error(self, experiment: str, operation: str, kind: str) -> None:
         """``gateway.experiments.trouble.ErrorCount``: one more failed Redis call of an experiment."""
         self.experiment_redis_errors.labels(experiment, operation, kind).inc()
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveFamilies:
+    """The drainer's metrics (``gateway.ledger.drainer``), made only when ``ledger.archive`` is set: a
+    gateway without an archive shows none of them (rather than an ``up`` of 0)."""
+
+    events: Counter
+    failures: Counter
+    up: Gauge
+    leading: Gauge
+    last_drain: Gauge
+
+
+def build_archive_families(registry: CollectorRegistry | None) -> ArchiveFamilies:
+    return ArchiveFamilies(
+        events=Counter(
+            "gateway_archive_events",
+            "Events the archive drainer handled: archived, duplicate (read again, already archived), "
+            "rejected (no cost event), trimmed (removed from Redis past redis_keep_days)",
+            ("outcome",),
+            registry=registry,
+        ),
+        failures=Counter(
+            "gateway_archive_failures",
+            "Drain turns that failed (the archive or Redis down)",
+            registry=registry,
+        ),
+        up=Gauge(
+            "gateway_archive_up",
+            "0 while any process's drainer finds the archive or Redis down",
+            registry=registry,
+            multiprocess_mode="livemin",
+        ),
+        leading=Gauge(
+            "gateway_archive_leading",
+            "Drainers holding the lease: 1 across the whole fleet, 0 in the other instances",
+            registry=registry,
+            multiprocess_mode="livesum",
+        ),
+        last_drain=Gauge(
+            "gateway_archive_last_drain_seconds",
+            "Unix time of the last drain that worked (alert when it falls behind)",
+            registry=registry,
+            multiprocess_mode="livemax",
+        ),
+    )
 
 
 def build_families(registry: CollectorRegistry | None) -> Families:

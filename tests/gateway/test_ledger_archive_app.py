@@ -102,6 +102,11 @@ def test_requests_never_wait_on_the_archive_and_a_later_drain_catches_up(
         summary = client.get("/admin/costs/summary", headers=ADMIN, params={"tenant": "acme"}).json()
         exported = client.get("/admin/costs", headers=ADMIN, params={"tenant": "acme", "format": "ndjson"})
         history = client.get("/v1/gateway/usage/history", params={"group_by": "model"}).json()
+        archived = f'gateway_archive_events_total{{outcome="archived"}} {float(REQUESTS)}'
+        while archived not in client.get("/metrics").text:
+            assert time.monotonic() < deadline, client.get("/metrics").text  # gauges refresh every second
+            time.sleep(0.2)
+        assert "gateway_archive_up 1.0" in client.get("/metrics").text
     assert summary["total"]["requests"] == redis_total["requests"] == REQUESTS
     assert (history["tenant"], history["total"]) == ("acme", summary["total"])  # the tenant's own, archived
     assert round(float(summary["total"]["cost_usd"]) * 1e9) == redis_total["cost_nanos"]

@@ -27,6 +27,7 @@ from gateway.config.settings import Settings
 from gateway.core.metering import LedgerRecorder
 from gateway.edge.app import create_app
 from gateway.ledger import Ledger
+from gateway.ledger.drainer import DrainStats
 from gateway.metrics import GatewayMetrics, RequestMetrics, SpoolCollector, StateReading
 from tests.factories import (
     ADMIN_KEY,
@@ -197,6 +198,47 @@ def _metrics(tmp_path: Path) -> GatewayMetrics:
             ledger_queue=0, sampler_queue=0, reload_failures=0, config_rejected=False
         ),
     )
+
+
+def _archive_samples(metrics: GatewayMetrics) -> dict[str, float]:
+    found = {}
+    for family in text_string_to_metric_families(metrics.render().decode()):
+        for sample in family.samples:
+            if sample.name.startswith("gateway_archive_") and not sample.name.endswith("_created"):
+                found[sample.name + "".join(f":{value}" for value in sample.labels.values())] = sample.value
+    return found
+
+
+def test_archive_metrics_follow_the_drainers_counts_and_exist_only_with_an_archive(tmp_path: Path) -> None:
+    stats = [
+        DrainStats(archived=5, duplicates=1, rejected=0, trimmed=0, failures=0, leading=True,
+                   archive_up=True, streams=2, last_drain=1_800_000_000.5),
+        DrainStats(archived=12, duplicates=1, rejected=2, trimmed=4, failures=3, leading=False,
+                   archive_up=False, streams=2, last_drain=1_800_000_000.5),
+    ]  # fmt: skip
+    state = {"archive": stats[0]}
+    metrics = GatewayMetrics(
+        multiproc_dir=None,
+        spool_dir=tmp_path / "spool",
+        read_state=lambda: StateReading(0, 0, 0, False, archive=state["archive"]),
+        archive=True,
+    )
+    metrics.refresh()
+    assert _archive_samples(metrics) == {
+        "gateway_archive_events_total:archived": 5, "gateway_archive_events_total:duplicate": 1,
+        "gateway_archive_failures_total": 0, "gateway_archive_up": 1, "gateway_archive_leading": 1,
+        "gateway_archive_last_drain_seconds": 1_800_000_000.5,
+    }  # fmt: skip
+    state["archive"] = stats[1]
+    metrics.refresh()
+    metrics.refresh()  # nothing new: counted once
+    assert _archive_samples(metrics) == {
+        "gateway_archive_events_total:archived": 12, "gateway_archive_events_total:duplicate": 1,
+        "gateway_archive_events_total:rejected": 2, "gateway_archive_events_total:trimmed": 4,
+        "gateway_archive_failures_total": 3, "gateway_archive_up": 0, "gateway_archive_leading": 0,
+        "gateway_archive_last_drain_seconds": 1_800_000_000.5,
+    }  # fmt: skip
+    assert _archive_samples(_metrics(tmp_path)) == {}
 
 
 def _config(tmp_path: Path) -> GatewayConfig:
