@@ -205,6 +205,7 @@ LAYERS = (
     "gateway.fronts.messages",
     "gateway.fronts.responses",
     "gateway.proxy",
+    "gateway.responsecache",
     "gateway.experiments.report",
     "gateway.experiments",
     "gateway.analysis",

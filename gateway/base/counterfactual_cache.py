@@ -28,6 +28,8 @@ from the conversation's cache state by ``gateway.conversations.counterfactual``.
 - ``over_window``: it was rewritten, and the prompt as received is larger than the context window of the
   model asked for: forwarding it unchanged was impossible (the provider refuses it, unbilled), so there is
   nothing to have saved against; its own cost is the counterfactual (saving 0).
+- ``cache_hit``: answered from the gateway's response cache (``gateway.responsecache``), no upstream call:
+  cost 0, and the usage the stored answer had, priced on the model that gave it, as the counterfactual.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class Basis(StrEnum):
     TENANT_SHARE = "tenant_share"
     NONE = "none"
     OVER_WINDOW = "over_window"
+    CACHE_HIT = "cache_hit"
 
 
 ESTIMATED = frozenset({Basis.TENANT_SHARE, Basis.NONE})

@@ -22,6 +22,9 @@ NO_ACTION = "none"
 """The action of a request that failed before anything was decided for it or sent upstream."""
 TIMEOUT = "timeout"
 """The kind of a side call that stands for an attempt of the request's own call that timed out."""
+CACHE_HIT = "cache_hit"
+"""The action of a request answered from the response cache (``gateway.responsecache``): no upstream call,
+cost 0, the stored answer's price as its saving."""
 SHADOW_CALL = "shadow"
 """The kind of an experiment's call to its candidate (``gateway.experiments.shadow``): billed to the
 experiment, with no saving."""

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gateway.base.echo import echoed
 from gateway.base.errors import InvalidRequest, ModelNotFound
 from gateway.config.auth import KeyRing
 from gateway.config.experiments import EMPTY, ExperimentIndex, index_of
 from gateway.config.passthrough import PassthroughRules
+from gateway.config.schema.response_cache import ResponseCacheConfig
 from gateway.config.schema.root import GatewayConfig, ModelConfig, ProviderConfig
 from gateway.tokens.counter import TokenCounter
 from policies import ModelFacts, PolicyEngine, load_default
@@ -35,6 +36,9 @@ class Runtime:
     counter: TokenCounter
     passthrough: PassthroughRules
     experiments: ExperimentIndex = EMPTY
+    response_caches: dict[str, ResponseCacheConfig] = field(default_factory=dict)
+    """The tenants with a response cache, by name: empty when none has one, so a request checks no more
+    than that (``gateway.responsecache``)."""
 
     def candidates(self, model: str) -> tuple[Route, ...]:
         routes = self.routes.get(model)
@@ -123,4 +127,9 @@ def build_runtime(config: GatewayConfig, *, counter: TokenCounter | None = None)
         else TokenCounter.build(config.counting, config.models),
         passthrough=PassthroughRules(config.passthrough),
         experiments=index_of(config),
+        response_caches={
+            name: tenant.response_cache
+            for name, tenant in config.tenants.items()
+            if tenant.response_cache is not None
+        },
     )

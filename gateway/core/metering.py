@@ -19,7 +19,7 @@ import structlog
 
 from gateway.base.counterfactual_cache import Basis, CounterfactualCache
 from gateway.base.money import nanos_from_usd, usd
-from gateway.base.record import SHADOW_CALL, TIMEOUT, RequestRecord, SideCall
+from gateway.base.record import CACHE_HIT, SHADOW_CALL, TIMEOUT, RequestRecord, SideCall
 from gateway.base.types import Usage
 from gateway.config.schema.root import GatewayConfig, ModelConfig, ModelPricing, prompt_cache_of
 from gateway.ledger import CostEvent, Ledger
@@ -131,6 +131,13 @@ class LedgerRecorder:
         if record.tenant is None or record.called_model is None or record.pending_response is not None:
             return {}
         config = self._config()
+        if record.action == CACHE_HIT:
+            saved = hit_counterfactual(record, config)
+            return {
+                "x-gateway-cost-usd": usd(0, trim=True),
+                "x-gateway-saving-usd": usd(saved, trim=True),
+                "x-gateway-saving-basis": Basis.CACHE_HIT.value,
+            }
         usage = with_tool_uses(record, record.usage or self.early_estimate(record))
         cost, _, basis, counterfactual = self.money(record, config, usage)
         if cost is None:
@@ -175,6 +182,8 @@ class LedgerRecorder:
 
     def main_event(self, record: RequestRecord, config: GatewayConfig, tenant: str) -> CostEvent:
         assert record.tenant is not None and record.called_model is not None
+        if record.action == CACHE_HIT:
+            return self.hit_event(record, config, tenant)
         usage = with_tool_uses(record, record.usage or self.estimate(record))
         cost, unchanged, basis, counterfactual = self.money(record, config, usage)
         if cost is not None and cost.unpriced_tools:
@@ -208,6 +217,28 @@ class LedgerRecorder:
             first_token_ms=_ms(record.first_token_seconds),
             tags=record.tags,
             **fields,
+        )
+
+    def hit_event(self, record: RequestRecord, config: GatewayConfig, tenant: str) -> CostEvent:
+        """A request answered from the response cache: no tokens used, cost 0, and what the stored
+        answer's usage costs on the model that gave it as the counterfactual (its saving)."""
+        assert record.tenant is not None and record.called_model is not None
+        return CostEvent(
+            id=record.request_id,
+            time_ms=int(record.started_at * 1000),
+            tenant=tenant,
+            key_id=record.tenant.key_id,
+            requested_model=record.requested_model or record.called_model,
+            model=record.called_model,
+            provider=record.provider or "",
+            action=CACHE_HIT,
+            counterfactual_nanos=hit_counterfactual(record, config),
+            counterfactual_basis=Basis.CACHE_HIT.value,
+            status=record.status,
+            latency_ms=int((record.total_seconds or 0) * 1000),
+            stream=record.stream,
+            client_request_id=record.client_request_id,
+            tags=record.tags,
         )
 
     def side_event(
@@ -254,6 +285,15 @@ class LedgerRecorder:
             output_tokens=output,
             estimated=True,
         )
+
+
+def hit_counterfactual(record: RequestRecord, config: GatewayConfig) -> int:
+    """What forwarding a request answered from the response cache would have cost: the usage its stored
+    answer had, at the prices of the model that gave it (0 without prices)."""
+    if record.usage is None or record.called_model is None:
+        return 0
+    cost = cost_of(record.usage, config, record.called_model)
+    return cost.total_nanos if cost is not None else 0
 
 
 def with_tool_uses(record: RequestRecord, usage: Usage) -> Usage:

@@ -28,6 +28,8 @@ from gateway.experiments.bounded import drain
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.experiments.replay import Reading
 from gateway.money.usage import usage_from_openai
+from gateway.responsecache.chat import ChatShape
+from gateway.responsecache.flow import Lookup
 from gateway.sampling.logprobs import LogprobTally
 from gateway.servertools.allowance import check_allowed
 from gateway.servertools.requested import chat_tools
@@ -54,6 +56,15 @@ async def completions(pipeline: Pipeline, request: Request) -> Response:
         if tools:
             tenant = runtime.config.tenants.get(record.tenant.name)
             check_allowed(tenant, tools, param="web_search_options")
+        lookup: Lookup | None = None
+        if runtime.response_caches:
+            lookup = await pipeline.response_cache.look(
+                runtime, record, CHAT_SHAPE, body, headers_of(request)
+            )
+            if lookup is not None and lookup.entry is not None:
+                return pipeline.response_cache.answer(
+                    record, lookup, pipeline.observers, include_usage=_include_usage(body)
+                )
         if runtime.experiments.splits:
             routed = await pipeline.experiments.route(
                 runtime, record, body, headers_of(request), lambda: body["messages"]
@@ -78,10 +89,12 @@ async def completions(pipeline: Pipeline, request: Request) -> Response:
         if record.note(SHADOW_JOBS) and not record.stream:
             record.put(ANSWER, answer_of(exchange.data))
     if record.stream:
-        return _relay_stream(
+        response: Response = _relay_stream(
             pipeline, record, exchange, strip_usage_chunk=add_usage, logprobs=bool(body.get("logprobs"))
         )
-    return pipeline.respond(record, exchange)
+    else:
+        response = pipeline.respond(record, exchange)
+    return response if lookup is None else pipeline.response_cache.keep(record, lookup, response)
 
 
 def _relay_stream(
@@ -137,6 +150,7 @@ class ChatReplay:
 
 
 CHAT_REPLAY = ChatReplay()
+CHAT_SHAPE = ChatShape()
 
 
 def _include_usage(body: Mapping[str, Any]) -> bool:

@@ -48,6 +48,7 @@ from gateway.experiments.notes import NEW_CONVERSATION
 from gateway.experiments.trouble import ErrorCount
 from gateway.ledger import Budgets
 from gateway.proxy.precompress import precompress_after
+from gateway.responsecache.flow import ResponseCache
 from gateway.sampling.decide import is_probe
 from gateway.servertools.requested import NO_TOOLS, RequestedTools
 from gateway.tokens.counter import TokenCount
@@ -92,6 +93,9 @@ class Pipeline:
             redis, prefix=store.current.config.ledger.key_prefix
         )
         self.count_limiter = CountLimiter(redis, prefix=store.current.config.ledger.key_prefix)
+        self.response_cache = ResponseCache(
+            redis, prefix=store.current.config.ledger.key_prefix, background=background
+        )
         self.experiments = Experiments(
             store=store,
             pool=pool,

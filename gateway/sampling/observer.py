@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from gateway.base.record import RequestRecord
+from gateway.base.record import CACHE_HIT, RequestRecord
 from gateway.config.schema.sampling import SamplingConfig
 from gateway.sampling.decide import is_sampled
 from gateway.sampling.signals import Signal, signal_of
@@ -30,6 +30,8 @@ class Sampler:
         self.seen += 1
         if record.endpoint not in ("chat", "responses", "messages") or record.pending_response is not None:
             return  # a background response's creation says nothing of how the model behaves
+        if record.action == CACHE_HIT:
+            return  # nor does an answer from the response cache: the model's was sampled when it was given
         config = self._config()
         model = record.called_model or record.requested_model
         if not config.enabled or model is None:

@@ -1,5 +1,5 @@
-"""A tenant in the config: its API keys (held as sha256 digests), their default cost tags, and what the
-tenant's requests may do."""
+"""A tenant in the config: its API keys (held as sha256 digests), their default cost tags, what the
+tenant's requests may do, and its response cache."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pydantic import Field, field_validator
 from gateway.base.tags import TagProblem, from_mapping
 from gateway.config.schema.base import Strict as _Strict
 from gateway.config.schema.ledger import BudgetConfig
+from gateway.config.schema.response_cache import ResponseCacheConfig
 from gateway.servertools.kinds import ServerToolKind
 
 KEY_HASH_PREFIX = "sha256:"
@@ -82,6 +83,11 @@ class TenantConfig(_Strict):
         default=True,
         description="the tools the provider runs itself (web search, file search, code execution, ...) the "
         "tenant may offer a model: true (all), false (none), or a list of kinds; others are refused (400)",
+    )
+    response_cache: ResponseCacheConfig | None = Field(
+        default=None,
+        description="answer repeated requests from an exact cache of this tenant's own answers (no upstream "
+        "call, cost 0); unset: off",
     )
 
     _tags = field_validator("tags")(_checked_tags)

@@ -45,6 +45,8 @@ from gateway.fronts.messages.replay import MESSAGES_REPLAY
 from gateway.fronts.messages.stream import answer_of
 from gateway.fronts.messages.thinking import for_another_model
 from gateway.fronts.responses.calls import with_query
+from gateway.responsecache.flow import Lookup
+from gateway.responsecache.messages import MessagesShape
 from gateway.servertools.allowance import check_allowed
 from gateway.servertools.requested import messages_tools
 from gateway.upstream.calls import send
@@ -53,6 +55,7 @@ if TYPE_CHECKING:
     from gateway.proxy.pipeline import Pipeline
 
 THINKING_DROPPED = "x-gateway-thinking-dropped"
+MESSAGES_SHAPE = MessagesShape()
 
 
 async def create(pipeline: Pipeline, request: Request) -> Response:
@@ -71,6 +74,11 @@ async def create(pipeline: Pipeline, request: Request) -> Response:
         candidates = anthropic_routes(runtime.serving(model, "chat"), model)
         check_shared(runtime, record.tenant.name, messages_references(body))
         headers = headers_of(request)
+        lookup: Lookup | None = None
+        if runtime.response_caches:
+            lookup = await pipeline.response_cache.look(runtime, record, MESSAGES_SHAPE, body, headers)
+            if lookup is not None and lookup.entry is not None:
+                return pipeline.response_cache.answer(record, lookup, pipeline.observers)
         if runtime.experiments.splits:
             routed = await pipeline.experiments.route(
                 runtime, record, body, headers, lambda: MESSAGES.messages(body), api="anthropic"
@@ -113,16 +121,17 @@ async def create(pipeline: Pipeline, request: Request) -> Response:
     extra = sent.headers(exchange.route)
     if record.stream:
         called = exchange.route.public_model
-        return reply.relay(
+        response: Response = reply.relay(
             record,
             exchange,
             extra=extra,
             count_text=lambda text: runtime.counter.count_text(called, text),
             done=lambda: notify(pipeline.observers, record),
         )
-    response = reply.complete(record, exchange, extra=extra)
-    notify_soon(pipeline.observers, record)
-    return response
+    else:
+        response = reply.complete(record, exchange, extra=extra)
+        notify_soon(pipeline.observers, record)
+    return response if lookup is None else pipeline.response_cache.keep(record, lookup, response)
 
 
 def anthropic_routes(routes: Iterable[Route], model: str) -> tuple[Route, ...]:

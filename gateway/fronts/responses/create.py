@@ -24,6 +24,8 @@ from gateway.fronts.responses.memory import remembering
 from gateway.fronts.responses.ownership import check_references
 from gateway.fronts.responses.replay import RESPONSES_REPLAY
 from gateway.fronts.responses.stream import answer_of
+from gateway.responsecache.flow import Lookup
+from gateway.responsecache.responses import ResponsesShape
 from gateway.servertools.allowance import check_allowed
 from gateway.servertools.requested import responses_tools
 from gateway.upstream.calls import send
@@ -50,6 +52,13 @@ async def create(pipeline: Pipeline, responses: StoredResponses, request: Reques
         previous = body.get("previous_response_id")
         remembered = await check_references(responses.memory, runtime, tenant.name, body)
         stored = stored_history(previous, remembered)
+        lookup: Lookup | None = None
+        if runtime.response_caches:
+            lookup = await pipeline.response_cache.look(
+                runtime, record, RESPONSES_SHAPE, body, headers_of(request)
+            )
+            if lookup is not None and lookup.entry is not None:
+                return pipeline.response_cache.answer(record, lookup, pipeline.observers)
         if runtime.experiments.splits:
             routed = await pipeline.experiments.route(
                 runtime,
@@ -99,9 +108,13 @@ async def create(pipeline: Pipeline, responses: StoredResponses, request: Reques
         background=body.get("background") is True,
     )
     if record.stream:
-        return responses_reply.relay(
+        response: Response = responses_reply.relay(
             record, exchange, remember=remember, done=lambda: notify(pipeline.observers, record)
         )
-    response = await responses_reply.complete(record, exchange, remember=remember)
-    notify_soon(pipeline.observers, record)
-    return response
+    else:
+        response = await responses_reply.complete(record, exchange, remember=remember)
+        notify_soon(pipeline.observers, record)
+    return response if lookup is None else pipeline.response_cache.keep(record, lookup, response)
+
+
+RESPONSES_SHAPE = ResponsesShape()
