@@ -140,7 +140,7 @@ class ResponseCache:
                 size += len(chunk)
                 parts = parts if size <= limit else None
                 if parts is not None:
-                    parts.append(chunk if isinstance(chunk, bytes) else str(chunk).encode())
+                    parts.append(chunk.encode() if isinstance(chunk, str) else bytes(chunk))
             yield chunk
         if parts is not None:
             self._spawn(record, lookup, b"".join(parts), streamed=True)
