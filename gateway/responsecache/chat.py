@@ -18,6 +18,7 @@ FINISHED = frozenset({"stop", "tool_calls", "function_call"})
 
 class ChatShape:
     api = "chat"
+    key_headers: tuple[str, ...] = ("openai-beta",)
 
     def finished(self, data: Mapping[str, Any]) -> bool:
         choices = data.get("choices")

@@ -28,7 +28,7 @@ from gateway.config.runtime import Runtime
 from gateway.config.schema.response_cache import ResponseCacheConfig
 from gateway.core import replies
 from gateway.responsecache.entry import Entry
-from gateway.responsecache.key import NO_CACHE, NO_STORE, cache_key, deterministic, directive
+from gateway.responsecache.key import NO_CACHE, NO_STORE, cache_key, deterministic, directive, variant_of
 from gateway.responsecache.shape import Shape, read_events
 from gateway.responsecache.store import ResponseCacheStore
 
@@ -62,9 +62,12 @@ class ResponseCache:
         shape: Shape,
         body: Mapping[str, Any],
         headers: Mapping[str, str],
+        *,
+        query: str = "",
     ) -> Lookup | None:
-        """The request's lookup; None when its tenant has no cache (callers check
-        ``runtime.response_caches`` first, so a gateway without caches never gets here)."""
+        """The request's lookup (``query``: the query string forwarded with it); None when its tenant has
+        no cache (callers check ``runtime.response_caches`` first, so a gateway without caches never gets
+        here)."""
         assert record.tenant is not None and record.requested_model is not None
         config = runtime.response_caches.get(record.tenant.name)
         if config is None:
@@ -76,7 +79,8 @@ class ResponseCache:
             or (config.deterministic_only and not deterministic(body))
         ):
             return Lookup(config, shape)
-        key = cache_key(self._prefix, record.tenant.name, shape.api, record.requested_model, body)
+        variant = variant_of(headers, shape.key_headers, query)
+        key = cache_key(self._prefix, record.tenant.name, shape.api, record.requested_model, body, variant)
         entry = None if control == NO_CACHE else await self.store.get(key)
         return Lookup(config, shape, key, entry)
 

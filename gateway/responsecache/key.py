@@ -1,7 +1,9 @@
 """Which requests are the same: the cache key of a request, and whether it may use the cache at all.
 
-The key is the sha256 of the API, the model and the body made canonical: keys sorted at every depth, no
-whitespace, and the fields that do not change the answer left out (``IGNORED``). It lives under the
+The key is the sha256 of the API, the model, what the request forwards beside its body that can change the
+answer (its ``variant``: the ``openai-beta``, ``anthropic-version`` and ``anthropic-beta`` headers, a
+Messages query string) and the body made canonical: keys sorted at every depth, no whitespace, and the
+fields that do not change the answer left out (``IGNORED``). It lives under the
 tenant's hash tag, so two tenants never share an answer even for byte-identical requests.
 """
 
@@ -27,20 +29,26 @@ IGNORED = frozenset(
 ``tools``, ``store``, ``previous_response_id``, ``service_tier`` as the answer reports it, ...)."""
 
 
-def cache_key(prefix: str, tenant: str, api: str, model: str, body: Mapping[str, Any]) -> str:
+def cache_key(
+    prefix: str, tenant: str, api: str, model: str, body: Mapping[str, Any], variant: str = ""
+) -> str:
     """The Redis key of the answer to ``body`` for ``tenant`` on ``api`` (chat, responses, messages)."""
-    digest = hashlib.sha256(canonical(api, model, body)).hexdigest()
+    digest = hashlib.sha256(canonical(api, model, body, variant)).hexdigest()
     return f"{prefix}:{{{tenant}}}:rcache:{digest}"
 
 
-def canonical(api: str, model: str, body: Mapping[str, Any]) -> bytes:
-    """The bytes hashed: the API and model, then the body without ``IGNORED``, keys sorted, compact."""
+def canonical(api: str, model: str, body: Mapping[str, Any], variant: str = "") -> bytes:
+    """The bytes hashed: the API, model and variant, then the body without ``IGNORED``, keys sorted,
+    compact."""
     kept = {name: value for name, value in body.items() if name not in IGNORED}
-    return b"%s\n%s\n%s" % (
-        api.encode(),
-        model.encode(),
-        orjson.dumps(kept, option=orjson.OPT_SORT_KEYS),
-    )
+    head = orjson.dumps([api, model, variant])
+    return head + b"\n" + orjson.dumps(kept, option=orjson.OPT_SORT_KEYS)
+
+
+def variant_of(headers: Mapping[str, str], names: tuple[str, ...], query: str = "") -> str:
+    """What the request forwards beside its body that can change the answer: the headers ``names`` (as
+    sent, absent ones empty) and the query string."""
+    return "\n".join([*(headers.get(name, "") for name in names), query])
 
 
 def deterministic(body: Mapping[str, Any]) -> bool:

@@ -23,6 +23,7 @@ _DELTAS = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta
 
 class MessagesShape:
     api = "messages"
+    key_headers: tuple[str, ...] = ("anthropic-version", "anthropic-beta")
 
     def finished(self, data: Mapping[str, Any]) -> bool:
         return data.get("type") == "message" and data.get("stop_reason") in FINISHED

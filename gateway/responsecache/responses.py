@@ -16,6 +16,7 @@ from gateway.responsecache.shape import named_event, unstamped
 
 class ResponsesShape:
     api = "responses"
+    key_headers: tuple[str, ...] = ("openai-beta",)
 
     def finished(self, data: Mapping[str, Any]) -> bool:
         return data.get("object") == "response" and data.get("status") == "completed"

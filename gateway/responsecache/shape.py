@@ -23,6 +23,8 @@ request's, not the answer's, so never stored."""
 class Shape(Protocol):
     api: str
     """chat, responses or messages: part of the key."""
+    key_headers: tuple[str, ...]
+    """The request headers forwarded upstream that can change the answer: part of the key."""
 
     def finished(self, data: Mapping[str, Any]) -> bool:
         """Whether the whole answer ``data`` ended as the model meant it to (kept only then)."""

@@ -25,7 +25,7 @@ from gateway.config.schema.root import GatewayConfig
 from gateway.responsecache.chat import ChatShape
 from gateway.responsecache.entry import Entry
 from gateway.responsecache.flow import entry_of
-from gateway.responsecache.key import cache_key, canonical, deterministic, directive
+from gateway.responsecache.key import cache_key, canonical, deterministic, directive, variant_of
 from gateway.responsecache.messages import MessagesShape
 from gateway.responsecache.responses import ResponsesShape
 from gateway.responsecache.shape import read_events
@@ -50,7 +50,7 @@ def test_key_ignores_key_order_and_the_fields_that_do_not_change_the_answer() ->
         "prompt_cache_key": "conv-1",
     }
     assert canonical("chat", "gpt-5.4", body) == canonical("chat", "gpt-5.4", same)
-    assert b" " not in canonical("chat", "gpt-5.4", body).split(b"\n", 2)[2]
+    assert b" " not in canonical("chat", "gpt-5.4", body).split(b"\n", 1)[1]
     assert cache_key("gw", "acme", "chat", "gpt-5.4", body) == cache_key(
         "gw", "acme", "chat", "gpt-5.4", same
     )
@@ -83,6 +83,20 @@ def test_key_is_the_tenants_own_and_the_apis_own() -> None:
     )
     assert cache_key("gw", "acme", "chat", "gpt-5.4", body) != key
     assert index_key(key) == "gw:{acme}:rcache-index"
+
+
+def test_key_changes_with_the_headers_and_query_forwarded_beside_the_body() -> None:
+    body = {"model": "claude-haiku-4-5", "max_tokens": 8, "messages": []}
+    names = MESSAGES.key_headers
+    plain = variant_of({"anthropic-version": "2023-06-01"}, names)
+    beta = variant_of({"anthropic-version": "2023-06-01", "anthropic-beta": "context-1m"}, names)
+    queried = variant_of({"anthropic-version": "2023-06-01"}, names, "beta=true")
+    keys = {
+        cache_key("gw", "acme", "messages", "claude-haiku-4-5", body, each) for each in (plain, beta, queried)
+    }
+    assert len(keys) == 3
+    unrelated = variant_of({"anthropic-version": "2023-06-01", "user-agent": "x"}, names)
+    assert unrelated == plain
 
 
 @pytest.mark.parametrize(

@@ -76,7 +76,9 @@ async def create(pipeline: Pipeline, request: Request) -> Response:
         headers = headers_of(request)
         lookup: Lookup | None = None
         if runtime.response_caches:
-            lookup = await pipeline.response_cache.look(runtime, record, MESSAGES_SHAPE, body, headers)
+            lookup = await pipeline.response_cache.look(
+                runtime, record, MESSAGES_SHAPE, body, headers, query=request.url.query
+            )
             if lookup is not None and lookup.entry is not None:
                 return pipeline.response_cache.answer(record, lookup, pipeline.observers)
         if runtime.experiments.splits:
