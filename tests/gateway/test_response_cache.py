@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from gateway.base.record import CACHE_HIT
 from gateway.base.types import Usage
+from gateway.config.runtime import build_runtime
 from gateway.config.schema.response_cache import ResponseCacheConfig
 from gateway.config.schema.root import GatewayConfig
 from gateway.responsecache.chat import ChatShape
@@ -30,7 +31,15 @@ from gateway.responsecache.messages import MessagesShape
 from gateway.responsecache.responses import ResponsesShape
 from gateway.responsecache.shape import read_events
 from gateway.responsecache.store import ResponseCacheStore, index_key
-from tests.factories import OTHER_KEY, UPSTREAM, chat_body, completion, gateway_client, make_config
+from tests.factories import (
+    OTHER_KEY,
+    UPSTREAM,
+    chat_body,
+    completion,
+    gateway_client,
+    make_config,
+    shared_counter,
+)
 from tests.gateway.test_metering import CONFIG, recorder, request
 
 # --- the key ---------------------------------------------------------------------------------------
@@ -549,3 +558,35 @@ def test_no_cache_configured_means_no_header(tmp_path: Path, redis_url: str, rou
     router.post("/chat/completions").mock(return_value=httpx.Response(200, json=completion()))
     with gateway_client(tmp_path, redis_url, router) as client:
         assert "x-gateway-cache" not in client.post("/v1/chat/completions", json=chat_body()).headers
+
+
+def test_a_stream_broken_upstream_is_not_kept(
+    tmp_path: Path, redis_url: str, router: respx.Router, tenant_name: str, sync_redis: redis.Redis
+) -> None:
+    payload = chat_stream("never whole")
+
+    async def broken() -> AsyncIterator[bytes]:
+        yield payload[:120]
+        raise httpx.ReadError("connection reset")
+
+    answers = iter(
+        [
+            lambda: httpx.Response(200, content=broken(), headers={"content-type": "text/event-stream"}),
+            lambda: httpx.Response(200, json=completion("whole")),
+        ]
+    )
+    router.post("/chat/completions").mock(side_effect=lambda _: next(answers)())
+    config = cache_config(tenant_name, "o-" + tenant_name)
+    with gateway_client(tmp_path, redis_url, router, config=config) as client:
+        cut = client.post("/v1/chat/completions", json=chat_body(stream=True))
+        assert cut.headers["x-gateway-cache"] == "miss"
+        whole = client.post("/v1/chat/completions", json=chat_body())
+        assert whole.headers["x-gateway-cache"] == "miss"  # the cut stream left nothing to hit
+        [key] = stored(sync_redis, tenant_name)
+        value = sync_redis.get(key)
+        assert value is not None and whole.headers["x-gateway-request-id"].encode() in value
+
+
+def test_no_tenant_with_a_cache_leaves_the_runtime_without_one() -> None:
+    config = GatewayConfig.model_validate(make_config(tenants={"acme": {"keys": ["sha256:" + "0" * 64]}}))
+    assert build_runtime(config, counter=shared_counter()).response_caches == {}
