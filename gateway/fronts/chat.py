@@ -57,7 +57,7 @@ async def completions(pipeline: Pipeline, request: Request) -> Response:
             tenant = runtime.config.tenants.get(record.tenant.name)
             check_allowed(tenant, tools, param="web_search_options")
         lookup: Lookup | None = None
-        if runtime.response_caches:
+        if record.tenant.name in runtime.response_caches:
             lookup = await pipeline.response_cache.look(
                 runtime, record, CHAT_SHAPE, body, headers_of(request)
             )

@@ -7,5 +7,6 @@ request answered from the answer the same request got before, without an upstrea
   enough to keep, how a stream is assembled into the whole answer, and how a whole answer is streamed;
 - ``flow``: the steps the fronts call (look up, answer a hit, keep a miss's answer).
 
-A tenant without a cache costs a request one truthiness check of ``Runtime.response_caches``.
+A tenant without a cache costs a request one membership test of its name in ``Runtime.response_caches``
+(a dict, empty when no tenant has a cache): no hashing, no Redis.
 """

@@ -66,8 +66,8 @@ class ResponseCache:
         query: str = "",
     ) -> Lookup | None:
         """The request's lookup (``query``: the query string forwarded with it); None when its tenant has
-        no cache (callers check ``runtime.response_caches`` first, so a gateway without caches never gets
-        here)."""
+        no cache (callers look the tenant up in ``runtime.response_caches`` first, so a request of a tenant
+        without one never gets here)."""
         assert record.tenant is not None and record.requested_model is not None
         config = runtime.response_caches.get(record.tenant.name)
         if config is None:

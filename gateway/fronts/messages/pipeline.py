@@ -75,7 +75,7 @@ async def create(pipeline: Pipeline, request: Request) -> Response:
         check_shared(runtime, record.tenant.name, messages_references(body))
         headers = headers_of(request)
         lookup: Lookup | None = None
-        if runtime.response_caches:
+        if record.tenant.name in runtime.response_caches:
             lookup = await pipeline.response_cache.look(
                 runtime, record, MESSAGES_SHAPE, body, headers, query=request.url.query
             )

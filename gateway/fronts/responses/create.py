@@ -53,7 +53,7 @@ async def create(pipeline: Pipeline, responses: StoredResponses, request: Reques
         remembered = await check_references(responses.memory, runtime, tenant.name, body)
         stored = stored_history(previous, remembered)
         lookup: Lookup | None = None
-        if runtime.response_caches:
+        if tenant.name in runtime.response_caches:
             lookup = await pipeline.response_cache.look(
                 runtime, record, RESPONSES_SHAPE, body, headers_of(request)
             )
