@@ -1,6 +1,7 @@
 """The chat front (``POST /v1/chat/completions``): its body is chat messages already, so the core's steps
 read it as it is (``core.front.CHAT``). The flow, step by step, that the other fronts' flows follow: read and
-check the body, plan (count, decide, hold, transform), send, note what was sent, answer.
+check the body, look it up in the tenant's response cache when it has one (``gateway.responsecache``), plan
+(count, decide, hold, transform), send, note what was sent, answer (and keep the answer for the cache).
 """
 
 from __future__ import annotations
