@@ -590,3 +590,45 @@ def test_a_stream_broken_upstream_is_not_kept(
 def test_no_tenant_with_a_cache_leaves_the_runtime_without_one() -> None:
     config = GatewayConfig.model_validate(make_config(tenants={"acme": {"keys": ["sha256:" + "0" * 64]}}))
     assert build_runtime(config, counter=shared_counter()).response_caches == {}
+
+
+def openai_response(status: str = "completed") -> dict[str, Any]:
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1,
+        "status": status,
+        "model": "gpt-5.4",
+        "output": [
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "status": status,
+                "content": [{"type": "output_text", "text": "Hi", "annotations": []}],
+            }
+        ],
+        "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
+        "usage": {"input_tokens": 5, "output_tokens": 2, "total_tokens": 7},
+    }
+
+
+def test_responses_incomplete_is_not_kept_and_background_bypasses(
+    tmp_path: Path, redis_url: str, router: respx.Router, tenant_name: str, sync_redis: redis.Redis
+) -> None:
+    answers = iter([openai_response("incomplete"), openai_response(), openai_response()])
+    route = router.post("/responses").mock(side_effect=lambda _: httpx.Response(200, json=next(answers)))
+    config = cache_config(tenant_name, "o-" + tenant_name)
+    body = {"model": "gpt-5.4", "input": "Hello", "store": False}
+    with gateway_client(tmp_path, redis_url, router, config=config) as client:
+        assert client.post("/v1/responses", json=body).headers["x-gateway-cache"] == "miss"
+        whole = client.post("/v1/responses", json=body)
+        assert whole.headers["x-gateway-cache"] == "miss"
+        [key] = stored(sync_redis, tenant_name)  # the completed one only
+        value = sync_redis.get(key)
+        assert value is not None and whole.headers["x-gateway-request-id"].encode() in value
+        hit = client.post("/v1/responses", json=body)
+        assert hit.headers["x-gateway-cache"] == "hit" and hit.json() == whole.json()
+        background = client.post("/v1/responses", json={**body, "background": True, "store": True})
+        assert background.headers["x-gateway-cache"] == "bypass"
+        assert route.call_count == 3
