@@ -41,6 +41,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"  provider {name}: {provider.base_url} (API key {'set' if provider.api_key else 'not set'})")
     for name, tenant in config.tenants.items():
         budget = " (budget)" if tenant.budget is not None else ""
+        cache = tenant.response_cache
+        if cache is not None:
+            which = "deterministic requests" if cache.deterministic_only else "all requests"
+            budget += f" (response cache: {which}, {cache.ttl_seconds:,} s, {cache.max_entries:,} answers)"
         print(f"  tenant {name}: {len(tenant.key_hashes())} of {len(tenant.keys)} key(s) set{budget}")
     for name, model in config.models.items():
         fallbacks = f", fallbacks {', '.join(model.fallbacks)}" if model.fallbacks else ""

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from gateway.base.record import CACHE_HIT
 from gateway.base.types import Usage
+from gateway.cli import main
 from gateway.config.runtime import build_runtime
 from gateway.config.schema.response_cache import ResponseCacheConfig
 from gateway.config.schema.root import GatewayConfig
@@ -39,6 +40,7 @@ from tests.factories import (
     gateway_client,
     make_config,
     shared_counter,
+    write_config,
 )
 from tests.gateway.test_metering import CONFIG, recorder, request
 
@@ -632,3 +634,18 @@ def test_responses_incomplete_is_not_kept_and_background_bypasses(
         background = client.post("/v1/responses", json={**body, "background": True, "store": True})
         assert background.headers["x-gateway-cache"] == "bypass"
         assert route.call_count == 3
+
+
+def test_check_config_says_which_tenants_have_a_cache(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = make_config()
+    config["tenants"]["acme"]["response_cache"] = {"ttl_seconds": 600, "deterministic_only": True}
+    path = write_config(tmp_path / "cached.yaml", config)
+    assert main(["check-config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "  tenant acme: 1 of 1 key(s) set (response cache: deterministic requests, 600 s, 10,000 answers)"
+        in out
+    )
+    assert "  tenant globex: 1 of 1 key(s) set\n" in out
