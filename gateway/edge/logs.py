@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import logging
 import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import BinaryIO
 
 import orjson
 import structlog
@@ -15,6 +18,20 @@ from gateway.base.record import RequestRecord
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
+@dataclass(slots=True)
+class _Lines:
+    """Where ``configure_logging`` sent JSON lines, and the renderer it gave structlog: the request log
+    writes its line itself while structlog's processors still end with it (a test's ``capture_logs``
+    empties the list and puts its own in)."""
+
+    out: BinaryIO | None = None
+    renderer: object = None
+    info: bool = True
+
+
+_LINES = _Lines()
+
+
 def configure_logging(level: str = "info", fmt: str = "json") -> None:
     json_lines = fmt == "json"
     renderer: structlog.types.Processor = (
@@ -22,13 +39,17 @@ def configure_logging(level: str = "info", fmt: str = "json") -> None:
         if json_lines
         else structlog.dev.ConsoleRenderer(colors=False)
     )
+    processors: list[structlog.types.Processor] = [
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.format_exc_info,
+        renderer,
+    ]
+    _LINES.out = sys.stdout.buffer if json_lines else None
+    _LINES.renderer = renderer
+    _LINES.info = _LEVELS[level] <= logging.INFO
     structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
+        processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
         logger_factory=structlog.BytesLoggerFactory(file=sys.stdout.buffer)
         if json_lines
@@ -45,8 +66,18 @@ class RequestLog:
         self._log = structlog.get_logger("gateway.request")
 
     def __call__(self, record: RequestRecord) -> None:
-        self._log.info(
-            "request",
+        fields = self.fields(record)
+        out = _LINES.out
+        processors = structlog.get_config()["processors"]
+        if out is None or not processors or processors[-1] is not _LINES.renderer:
+            self._log.info("request", **fields)
+        elif _LINES.info:
+            out.write(json_line(fields))
+            out.flush()
+
+    @staticmethod
+    def fields(record: RequestRecord) -> dict[str, object]:
+        return dict(
             request_id=record.request_id,
             client_request_id=record.client_request_id,
             tenant=record.tenant.name if record.tenant else None,
@@ -74,6 +105,16 @@ class RequestLog:
             total_ms=_ms(record.total_seconds),
             client_disconnected=record.client_disconnected or None,
         )
+
+
+def json_line(fields: dict[str, object]) -> bytes:
+    """The request's line as structlog renders it with ``configure_logging``'s processors (the fields,
+    then ``event``, ``level`` and ``timestamp``), without going through them: a tenth of the work, on
+    every request."""
+    fields["event"] = "request"
+    fields["level"] = "info"
+    fields["timestamp"] = datetime.now(tz=UTC).isoformat().replace("+00:00", "Z")
+    return orjson.dumps(fields) + b"\n"
 
 
 def _ms(seconds: float | None) -> float | None:
