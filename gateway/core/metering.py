@@ -12,14 +12,14 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
 
 from gateway.base.counterfactual_cache import Basis, CounterfactualCache
 from gateway.base.money import nanos_from_usd, usd
-from gateway.base.record import CACHE_HIT, SHADOW_CALL, TIMEOUT, RequestRecord, SideCall
+from gateway.base.record import CACHE_HIT, SHADOW_CALL, TIMEOUT, Note, RequestRecord, SideCall
 from gateway.base.types import Usage
 from gateway.config.schema.root import GatewayConfig, ModelConfig, ModelPricing, prompt_cache_of
 from gateway.ledger import CostEvent, Ledger
@@ -76,6 +76,24 @@ MAIN_CALL = "request"
 
 EventSink = Callable[[CostEvent, str], None]
 """Also told of every event with its kind (the metrics count them), so a request is priced once."""
+
+
+Money = tuple[Cost | None, Usage, Basis, int]
+"""A call's cost, the usage forwarding it unchanged would have had, how that was known, and what that
+would have cost (``LedgerRecorder.money``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Priced:
+    """What a request was priced at, and with what (``LedgerRecorder.priced``)."""
+
+    usage: Usage
+    config: GatewayConfig
+    counterfactual: CounterfactualCache | None
+    money: Money
+
+
+PRICED: Note[Priced] = Note("priced")
 
 
 class LedgerRecorder:
@@ -139,7 +157,7 @@ class LedgerRecorder:
                 "x-gateway-saving-basis": Basis.CACHE_HIT.value,
             }
         usage = with_tool_uses(record, record.usage or self.early_estimate(record))
-        cost, _, basis, counterfactual = self.money(record, config, usage)
+        cost, _, basis, counterfactual = self.priced(record, config, usage)
         if cost is None:
             return {}
         total = cost.total_nanos + record.flat_cost_nanos + side_calls_nanos(config, record)
@@ -164,9 +182,22 @@ class LedgerRecorder:
             input_tokens=sent, cached_input_tokens=min(cached, sent), output_tokens=0, estimated=True
         )
 
-    def money(
-        self, record: RequestRecord, config: GatewayConfig, usage: Usage
-    ) -> tuple[Cost | None, Usage, Basis, int]:
+    def priced(self, record: RequestRecord, config: GatewayConfig, usage: Usage) -> Money:
+        """``money``, once per request: the answer's headers price it, and its cost event again with the
+        same usage (the same object), config and counterfactual, which then reads the headers' figures."""
+        known = record.note(PRICED)
+        if (
+            known is not None
+            and known.usage is usage
+            and known.config is config
+            and known.counterfactual is record.counterfactual
+        ):
+            return known.money
+        money = self.money(record, config, usage)
+        record.put(PRICED, Priced(usage, config, record.counterfactual, money))
+        return money
+
+    def money(self, record: RequestRecord, config: GatewayConfig, usage: Usage) -> Money:
         """The call's cost, the usage forwarding it unchanged would have had, how that was known, and
         what it would have cost (``counterfactual_nanos`` less any flat price)."""
         model = record.called_model or ""
@@ -185,7 +216,7 @@ class LedgerRecorder:
         if record.action == CACHE_HIT:
             return self.hit_event(record, config, tenant)
         usage = with_tool_uses(record, record.usage or self.estimate(record))
-        cost, unchanged, basis, counterfactual = self.money(record, config, usage)
+        cost, unchanged, basis, counterfactual = self.priced(record, config, usage)
         if cost is not None and cost.unpriced_tools:
             self.unpriced(record.called_model, cost.unpriced_tools)
         fields = _priced(usage, cost)

@@ -20,12 +20,13 @@ import respx
 from structlog.testing import capture_logs
 
 from gateway.base.counterfactual_cache import Basis, CounterfactualCache
+from gateway.base.money import usd
 from gateway.base.record import RequestRecord, SideCall
 from gateway.base.types import Tenant, Usage
 from gateway.config.schema.ledger import LedgerConfig
 from gateway.config.schema.root import GatewayConfig
 from gateway.config.schema.sampling import PROBE_TENANT
-from gateway.core.metering import DEFAULT_MAX_OUTPUT_TOKENS, LedgerRecorder, cost_of, max_cost_nanos
+from gateway.core.metering import DEFAULT_MAX_OUTPUT_TOKENS, LedgerRecorder, Money, cost_of, max_cost_nanos
 from gateway.ledger import CostEvent, Ledger, LedgerReader, Period
 from gateway.money.pricing import price
 from tests.factories import UPSTREAM, chat_body, completion, make_config, shared_counter
@@ -448,3 +449,26 @@ def test_recorder_event_keeps_the_band_and_conversation_of_its_request_and_side_
     assert (main.band, main.conversation) == ("warning", "p0123abcd")
     assert (side.band, side.conversation) == (None, None)
     assert CostEvent.from_json(main.to_json()) == main
+
+
+def test_the_event_reads_the_price_its_headers_were_given_and_prices_anew_what_changed() -> None:
+    priced = recorder()
+    calls: list[Usage] = []
+    real = priced.money
+
+    def counted(record: RequestRecord, config: GatewayConfig, usage: Usage) -> Money:
+        calls.append(usage)
+        return real(record, config, usage)
+
+    priced.money = counted  # type: ignore[method-assign]
+    record = request(usage=Usage(input_tokens=1_000, output_tokens=10))
+    headers = priced.cost_headers(record)
+    event = priced.main_event(record, CONFIG, "acme")
+    assert len(calls) == 1  # priced once for both
+    assert headers["x-gateway-cost-usd"] == usd(event.cost_nanos, trim=True)
+    record.usage = Usage(input_tokens=2_000, output_tokens=10)  # a stream's usage, known later
+    later = priced.main_event(record, CONFIG, "acme")
+    assert len(calls) == 2 and later.cost_nanos > event.cost_nanos
+    record.counterfactual = CounterfactualCache(500, Basis.CONVERSATION)
+    assert priced.main_event(record, CONFIG, "acme").counterfactual_basis == "conversation_lost"
+    assert len(calls) == 3
