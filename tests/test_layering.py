@@ -212,6 +212,7 @@ LAYERS = (
     "gateway.conversations",
     "gateway.alerts",
     "gateway.metrics",
+    "gateway.telemetry",
     "gateway.core",
     "gateway.upstream",
     "gateway.config",

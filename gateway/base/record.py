@@ -42,6 +42,24 @@ class SideCall:
     status: int
 
 
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One upstream attempt of a request's own call (each retry and fallback its own), kept only when the
+    request is traced (``RequestRecord.attempt_log``): its times are ``time.perf_counter`` readings."""
+
+    model: str
+    """The public model name of the candidate tried."""
+    upstream_model: str
+    provider: str
+    started: float
+    ended: float
+    """When its answer's head (and, unless streaming, its body) arrived, or it failed."""
+    status: int = 0
+    """The upstream's HTTP status; 0: none came (a transport error, a timeout)."""
+    error: str | None = None
+    """Why it failed: the status (``503``) or the transport error's class (``ConnectError``)."""
+
+
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
@@ -95,6 +113,9 @@ class RequestRecord:
     cost_nanos: int | None = None
     """What the request's cost events add up to (its own call and its side calls), set by the ledger's
     observer (``gateway.core.metering.LedgerRecorder``) for the log line; None when it recorded none."""
+    saving_nanos: int | None = None
+    """What those events saved against forwarding the request unchanged (net of its side calls), set with
+    ``cost_nanos``."""
     finish_reason: str | None = None
     upstream_seconds: float | None = None
     first_token_seconds: float | None = None
@@ -156,6 +177,14 @@ class RequestRecord:
     conversation: str | None = None
     """The gateway's name for the request's conversation, once its state is computed
     (``gateway.conversations.recorder``): carried to its cost event."""
+    attempt_log: list[Attempt] | None = None
+    """The upstream attempts, one by one, when the request is traced (``gateway.telemetry``); None, and
+    nothing noted, otherwise."""
+    trace_context: dict[str, str] | None = None
+    """When the request is traced: the client's W3C trace headers (``traceparent``, ``tracestate``)."""
+    span_attributes: dict[str, int | float] | None = None
+    """When the request is traced: the sampling parameters its body asked for, as GenAI span attributes
+    (``gen_ai.request.max_tokens``, ``temperature``, ``top_p``); never any of its text."""
     notes: dict[Note[Any], object] | None = None
     """What features above the record leave on it, by ``Note``: the conversation's trace and state
     (``gateway.conversations.notes``), a split's new conversation, shadow jobs and the answer they compare

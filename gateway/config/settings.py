@@ -65,6 +65,21 @@ class Settings(BaseSettings):
             "unset: metrics are kept in the process"
         ),
     )
+    otel_sdk_disabled: bool = Field(
+        default=False,
+        validation_alias="OTEL_SDK_DISABLED",
+        description="OpenTelemetry's switch: true keeps tracing off whatever the config says",
+    )
+    otel_traces_exporter: str | None = Field(
+        default=None,
+        validation_alias="OTEL_TRACES_EXPORTER",
+        description="`none` keeps tracing off; the gateway exports only over OTLP/HTTP",
+    )
+    otel_endpoint: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+        description="a collector for traces: set, it turns tracing on (the SDK reads the rest of OTEL_*)",
+    )
 
     @field_validator("redis_cluster", mode="before")
     @classmethod

@@ -44,6 +44,7 @@ from gateway.redis.mode import ModeWatch
 from gateway.redis.server import EmbeddedRedis, embedded_redis_dir
 from gateway.sampling.observer import Sampler
 from gateway.sampling.store import SampleWriter
+from gateway.telemetry.switch import start_tracing
 from gateway.tokens.counter import TokenCounter
 from gateway.upstream.calls import ClientFactory, UpstreamPool, default_client
 
@@ -165,12 +166,14 @@ async def open_gateway(
         prefix=ledger_config.key_prefix,
         max_per_tenant=lambda: live.config().limits.conversations_per_tenant,
     )
+    tracing = start_tracing(stack, settings, live.config)  # None when off: opentelemetry is not imported
     observers = (
         recorder,  # first: it prices the request, and the log line carries that cost
         RequestLog(),
         Sampler(samples, config=live.sampling),
         request_metrics,
         ConversationRecorder(conversations, background),
+        *((tracing,) if tracing is not None else ()),
     )
     memory = ResponseMemory(
         redis, prefix=ledger_config.key_prefix, spool_dir=settings.data_dir / "spool-responses"
@@ -186,6 +189,7 @@ async def open_gateway(
         budgets=Budgets(redis, budget_of=live.budget_of, config=ledger_config),
         conversations=conversations,
         experiment_errors=metrics.families.count_experiment_error,
+        tracing=tracing is not None,
     )
     stack.push_async_callback(pipeline.experiments.aclose)  # before the pool and the ledger: shadow calls end
     reader = LedgerReader(redis, keys=ledger.keys, budget_of=live.budget_of)  # alerts: the live counters

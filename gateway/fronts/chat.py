@@ -82,6 +82,7 @@ async def completions(pipeline: Pipeline, request: Request) -> Response:
             incoming_headers=headers_of(request),
             stream=record.stream,
             expect_json=not record.stream,
+            attempt_log=record.attempt_log,
         )
     await pipeline.note_sent(runtime, record, plan, exchange, body)
     record.tool_uses = tools.held  # a search model searches once per request; usage does not say so

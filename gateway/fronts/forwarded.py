@@ -49,6 +49,7 @@ async def embeddings(pipeline: Pipeline, request: Request) -> Response:
             incoming_headers=headers_of(request),
             stream=False,
             expect_json=True,
+            attempt_log=record.attempt_log,
         )
     pipeline.note_exchange(record, exchange)
     return pipeline.respond(record, exchange)
@@ -84,6 +85,7 @@ async def passthrough(pipeline: Pipeline, request: Request, path: str) -> Respon
             stream=False,
             method=request.method,
             content_type=content_type,
+            attempt_log=record.attempt_log,
         )
     pipeline.note_exchange(record, exchange)
     record.flat_cost_nanos = nanos_from_usd(grant.route.price_usd)

@@ -51,6 +51,7 @@ from gateway.proxy.precompress import precompress_after
 from gateway.responsecache.flow import ResponseCache
 from gateway.sampling.decide import is_probe
 from gateway.servertools.requested import NO_TOOLS, RequestedTools
+from gateway.telemetry.context import begin_trace, note_parameters
 from gateway.tokens.counter import TokenCount
 from gateway.upstream.calls import Exchange, UpstreamPool
 from gateway.upstream.provider_count import Confirm
@@ -77,6 +78,7 @@ class Pipeline:
         budgets: Budgets,
         conversations: ConversationStore | None = None,
         experiment_errors: ErrorCount | None = None,
+        tracing: bool = False,
     ) -> None:
         self.store = store
         self.pool = pool
@@ -106,6 +108,8 @@ class Pipeline:
             count_error=experiment_errors,
         )
         self.observers = (*observers, self.experiments)  # last: it reads the cost the ledger's observer set
+        self.tracing = tracing
+        """Requests are traced (``gateway.telemetry``): each notes its trace context and attempts."""
 
     # --- steps 1-2: who is calling, and what do they send -------------------------------------------
 
@@ -119,6 +123,8 @@ class Pipeline:
         )
         record.probe = is_probe(headers)
         record.cost_headers = self.cost_headers
+        if self.tracing:
+            begin_trace(record, headers)
         request.state.request_id = record.request_id
         request.state.client_request_id = record.client_request_id
         return record
@@ -147,6 +153,8 @@ class Pipeline:
         assert record.tenant is not None and record.requested_model is not None
         model = model or record.requested_model
         caps = front.caps(body)
+        if record.attempt_log is not None:  # traced
+            note_parameters(record, body)
 
         async def conversation(count: TokenCount) -> CacheFacts | None:
             assert record.tenant is not None

@@ -24,6 +24,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from tenacity.wait import wait_base
 
 from gateway.base.errors import UpstreamExhausted, UpstreamInvalidAnswer, UpstreamRejected
+from gateway.base.record import Attempt
 from gateway.config.runtime import Route
 from gateway.config.schema.root import ProviderConfig
 from gateway.upstream.failures import AttemptFailure, describe, key_refused, summarise
@@ -219,6 +220,7 @@ async def send(
     content_type: str = "application/json",
     expect_json: bool = False,
     attempts_per_route: int | None = None,
+    attempt_log: list[Attempt] | None = None,
 ) -> Exchange:
     """Send to the first candidate that answers with success; retry each, then fall back to the next.
 
@@ -228,6 +230,7 @@ async def send(
     object (an HTML page from a proxy, a cut body) is an upstream error, not an answer (502, not retried:
     the provider may have run the request). ``attempts_per_route``: at most this many attempts on each
     candidate, whatever its provider's ``retry.attempts`` (1: never retried, an experiment's shadow call).
+    ``attempt_log``: each attempt is appended to it as it ends (a traced request's; None: none kept).
     """
     causes: list[BaseException] = []
     timed_out: list[TimedOut] = []
@@ -243,7 +246,7 @@ async def send(
             content=body_for(route) if method != "GET" else None,
             extensions={"timeout": client.timeout.as_dict()},
         )
-        counter = _Attempts(attempts, timed_out, failures)
+        counter = _Attempts(attempts, timed_out, failures, attempt_log)
         try:
             exchange = await _call_route(
                 client, request, route, counter, stream=stream, limit=attempts_per_route
@@ -306,6 +309,7 @@ class _Attempts:
     count: int
     timed_out: list[TimedOut]
     failures: list[AttemptFailure]
+    log: list[Attempt] | None = None
 
 
 async def _call_route(
@@ -330,7 +334,24 @@ async def _call_route(
             if isinstance(exc, httpx.ReadTimeout):
                 attempts.timed_out.append(TimedOut(route, time.perf_counter() - started))
             attempts.failures.append(AttemptFailure(route.public_model, route.provider_name, describe(exc)))
+            if attempts.log is not None:
+                attempts.log.append(_failed(route, started, exc))
             raise
+        except UpstreamRejected as exc:
+            if attempts.log is not None:
+                attempts.log.append(_failed(route, started, exc))
+            raise
+        if attempts.log is not None:
+            attempts.log.append(
+                Attempt(
+                    route.public_model,
+                    route.upstream_model,
+                    route.provider_name,
+                    started,
+                    time.perf_counter(),
+                    response.status_code,
+                )
+            )
         return Exchange(route, response, attempts.count, started)
 
     try:
@@ -349,6 +370,16 @@ async def _call_route(
         with attempt:
             return await once()
     raise AssertionError("unreachable: tenacity re-raises the last failure")
+
+
+def _failed(route: Route, started: float, exc: Exception) -> Attempt:
+    """A failed attempt, for a traced request: the upstream's status, else the transport error's class."""
+    rejected = exc.rejected if isinstance(exc, RetryableStatus) else exc
+    status = rejected.status_code if isinstance(rejected, UpstreamRejected) else 0
+    error = str(status) if status else type(exc).__name__
+    ended = time.perf_counter()
+    model, provider = route.upstream_model, route.provider_name
+    return Attempt(route.public_model, model, provider, started, ended, status, error)
 
 
 async def _attempt(client: httpx.AsyncClient, request: httpx.Request, *, stream: bool) -> httpx.Response:

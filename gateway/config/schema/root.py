@@ -18,6 +18,7 @@ from gateway.config.schema.passthrough import PASSTHROUGH_METHODS as PASSTHROUGH
 from gateway.config.schema.passthrough import SHARED_OBJECTS as SHARED_OBJECTS
 from gateway.config.schema.passthrough import PassthroughRoute as PassthroughRoute
 from gateway.config.schema.sampling import SamplingConfig
+from gateway.config.schema.telemetry import TelemetryConfig
 from gateway.config.schema.tenants import KEY_HASH_PREFIX as KEY_HASH_PREFIX
 from gateway.config.schema.tenants import SharedObjectKind as SharedObjectKind
 from gateway.config.schema.tenants import TenantConfig as TenantConfig
@@ -179,6 +180,9 @@ class GatewayConfig(_Strict):
         default_factory=dict, description="shadow and split experiments (gateway.experiments)"
     )
     alerts: AlertsConfig = AlertsConfig()
+    telemetry: TelemetryConfig = Field(
+        default=TelemetryConfig(), description="OpenTelemetry traces over OTLP/HTTP; off by default"
+    )
 
     @model_validator(mode="after")
     def _references(self) -> GatewayConfig:

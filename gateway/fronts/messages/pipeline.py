@@ -105,6 +105,7 @@ async def create(pipeline: Pipeline, request: Request) -> Response:
             incoming_headers=headers,
             stream=record.stream,
             expect_json=not record.stream,
+            attempt_log=record.attempt_log,
         )
     await pipeline.note_sent(runtime, record, plan, exchange, body)
     if runtime.experiments.shadows:

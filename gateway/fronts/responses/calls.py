@@ -65,6 +65,7 @@ async def by_id(
             stream=streamed,
             method=request.method,
             expect_json=not streamed,
+            attempt_log=record.attempt_log,
         )
 
     settles = action in ("", "cancel") and remembered is not None and remembered.pending is not None
@@ -124,6 +125,7 @@ async def by_model(
             incoming_headers=headers_of(request),
             stream=False,
             expect_json=True,
+            attempt_log=record.attempt_log,
         )
     pipeline.note_exchange(record, exchange, metered=metered)
     if metered and exchange.data is not None:

@@ -95,6 +95,7 @@ async def create(pipeline: Pipeline, responses: StoredResponses, request: Reques
             incoming_headers=headers_of(request),
             stream=record.stream,
             expect_json=not record.stream,
+            attempt_log=record.attempt_log,
         )
     await pipeline.note_sent(runtime, record, plan, exchange, body if stored is None else None)
     if runtime.experiments.shadows and stored is None:
