@@ -115,7 +115,7 @@ class RequestRecord:
     observer (``gateway.core.metering.LedgerRecorder``) for the log line; None when it recorded none."""
     saving_nanos: int | None = None
     """What those events saved against forwarding the request unchanged (net of its side calls), set with
-    ``cost_nanos``."""
+    ``cost_nanos`` when the request is traced (its span shows it); None otherwise."""
     finish_reason: str | None = None
     upstream_seconds: float | None = None
     first_token_seconds: float | None = None

@@ -98,8 +98,8 @@ PRICED: Note[Priced] = Note("priced")
 
 class LedgerRecorder:
     """An observer (runs after the response): turns a finished request into cost events, and sets the
-    record's ``cost_nanos`` and ``saving_nanos`` to their sums (observers that run after it, the log line
-    and the trace, read them)."""
+    record's ``cost_nanos`` to their sum (observers that run after it, the log line, read it), and, for a
+    traced request, ``saving_nanos`` (its span shows it)."""
 
     def __init__(
         self,
@@ -117,16 +117,14 @@ class LedgerRecorder:
 
     def __call__(self, record: RequestRecord) -> None:
         events = self.events(record)
-        cost = saving = 0
         for event, kind in events:
             self._ledger.record(event)
             for sink in self.sinks:
                 sink(event, kind)
-            cost += event.cost_nanos
-            saving += event.counterfactual_nanos - event.cost_nanos
         if events:
-            record.cost_nanos = cost
-            record.saving_nanos = saving
+            record.cost_nanos = sum(event.cost_nanos for event, _ in events)
+            if record.attempt_log is not None:  # traced (``gateway.telemetry``): its span shows the saving
+                record.saving_nanos = sum(event.saving_nanos for event, _ in events)
 
     def events(self, record: RequestRecord) -> list[tuple[CostEvent, str]]:
         """The request's own event (when it reached a model; for a background response still running, when
