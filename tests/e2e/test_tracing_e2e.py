@@ -212,3 +212,28 @@ def _attempt_spans(spans: list[dict[str, Any]], server: dict[str, Any]) -> list[
     children = [span for span in spans if span["parent_span_id"] == server["span_id"]]
     assert all(child["kind"] == CLIENT and child["trace_id"] == server["trace_id"] for child in children)
     return sorted(children, key=lambda child: child["attributes"]["gateway.attempt"])
+
+
+def test_tracing_turned_on_by_the_config_file_alone(
+    tmp_path: Path, mock_url: str, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SERVICE_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    suffix = uuid.uuid4().hex[:8]
+    tenant, key = f"configured-{suffix}", f"sk-configured-{suffix}"
+    out = tmp_path / "spans.jsonl"
+    with receiver(out) as endpoint:
+        config = config_for(mock_url, {"main": (tenant, key)})
+        config["telemetry"] = {"enabled": True, "endpoint": endpoint, "service_name": "from-config"}
+        path = write_config(tmp_path / "gateway.yaml", config)
+        with gateway_process(path, redis_url, tmp_path, extra_env={"OTEL_BSP_SCHEDULE_DELAY": "100"}) as url:
+            traced = Traced(url, key, tenant, out)
+            answer = traced.anthropic().messages.with_raw_response.create(
+                model="claude-sonnet-4-5", max_tokens=32, messages=[{"role": "user", "content": "Hi"}]
+            )
+            request_id = answer.headers["x-gateway-request-id"]
+            spans = traced.exported({request_id: 1})
+    server = _server_span(spans, request_id)
+    assert server["resource"]["service.name"] == "from-config"
+    assert server["attributes"]["gen_ai.provider.name"] == "anthropic"
+    assert server["attributes"]["gateway.tenant"] == tenant
