@@ -166,7 +166,7 @@ async def open_gateway(
         prefix=ledger_config.key_prefix,
         max_per_tenant=lambda: live.config().limits.conversations_per_tenant,
     )
-    tracing = start_tracing(stack, settings, live.config)  # None when off: opentelemetry is not imported
+    tracing = start_tracing(stack, settings, live.config)  # None when off: the SDK is not imported
     observers = (
         recorder,  # first: it prices the request, and the log line carries that cost
         RequestLog(),

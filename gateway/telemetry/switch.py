@@ -1,5 +1,5 @@
 """Whether the gateway traces, and starting it when it does: the one module of ``gateway.telemetry`` the
-app imports whatever the answer, so that opentelemetry is never imported when tracing is off.
+app imports whatever the answer, so that the OpenTelemetry SDK is not imported when tracing is off.
 
 On when the config's ``telemetry.enabled`` is true or a collector is named in the standard variables
 (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``); off, whatever else is set, with
