@@ -27,6 +27,8 @@ from collections.abc import Sequence
 
 import orjson
 
+from gateway.base.headroom import Headroom
+
 
 class GatewayError(Exception):
     status_code: int = 500
@@ -108,18 +110,31 @@ class BudgetExceeded(GatewayError):
 
 
 class RateLimited(GatewayError):
-    """Too many calls of a kind in the current window; ``retry_after``: seconds until it ends."""
+    """Too many calls of a kind in the current window; ``retry_after``: seconds until it ends (and
+    ``retry_after_ms`` more precisely, which the official SDKs read first); ``retry``: False when waiting
+    cannot help (``x-should-retry: false``, which the SDKs obey); ``headroom``: what the caller's rate
+    limits had left (``gateway.ratelimits``), shown in the front's own headers."""
 
     status_code = 429
     error_type = "requests"
     default_code = "rate_limit_exceeded"
+    headroom: Headroom | None = None
 
-    def __init__(self, message: str, *, retry_after: int) -> None:
+    def __init__(
+        self, message: str, *, retry_after: int, retry_after_ms: int | None = None, retry: bool = True
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.retry_after_ms = retry_after_ms
+        self.retry = retry
 
     def headers(self) -> dict[str, str]:
-        return {"retry-after": str(self.retry_after)}
+        out = {"retry-after": str(self.retry_after)}
+        if self.retry_after_ms is not None:
+            out["retry-after-ms"] = str(self.retry_after_ms)
+        if not self.retry:
+            out["x-should-retry"] = "false"
+        return out
 
 
 class ClientClosedRequest(GatewayError):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import structlog
 
+from gateway.base.headroom import Headroom
 from gateway.base.types import Tenant, Usage
 
 if TYPE_CHECKING:
@@ -185,6 +186,9 @@ class RequestRecord:
     span_attributes: dict[str, int | float] | None = None
     """When the request is traced: the sampling parameters its body asked for, as GenAI span attributes
     (``gen_ai.request.max_tokens``, ``temperature``, ``top_p``); never any of its text."""
+    headroom: Headroom | None = None
+    """What the caller's rate limits had left when the request was admitted (``gateway.ratelimits``): its
+    answer's rate-limit headers. None: no rate limit applies to it."""
     notes: dict[Note[Any], object] | None = None
     """What features above the record leave on it, by ``Note``: the conversation's trace and state
     (``gateway.conversations.notes``), a split's new conversation, shadow jobs and the answer they compare

@@ -9,6 +9,7 @@ from gateway.base.errors import InvalidRequest, ModelNotFound
 from gateway.config.auth import KeyRing
 from gateway.config.experiments import EMPTY, ExperimentIndex, index_of
 from gateway.config.passthrough import PassthroughRules
+from gateway.config.rate_limits import RateBook, rate_book
 from gateway.config.schema.response_cache import ResponseCacheConfig
 from gateway.config.schema.root import GatewayConfig, ModelConfig, ProviderConfig
 from gateway.tokens.counter import TokenCounter
@@ -39,6 +40,8 @@ class Runtime:
     response_caches: dict[str, ResponseCacheConfig] = field(default_factory=dict)
     """The tenants with a response cache, by name: empty when none has one, so a request checks no more
     than that (``gateway.responsecache``)."""
+    rate_limits: RateBook = field(default_factory=dict)
+    """The tenants with rate limits (``gateway.config.rate_limits.limits_for``)."""
 
     def candidates(self, model: str) -> tuple[Route, ...]:
         routes = self.routes.get(model)
@@ -132,4 +135,5 @@ def build_runtime(config: GatewayConfig, *, counter: TokenCounter | None = None)
             for name, tenant in config.tenants.items()
             if tenant.response_cache is not None
         },
+        rate_limits=rate_book(config),
     )

@@ -15,6 +15,7 @@ import anyio
 import httpx
 from starlette.responses import Response, StreamingResponse
 
+from gateway.base.headroom import OPENAI_PREFIX
 from gateway.base.record import RequestRecord
 from gateway.base.types import Usage
 from gateway.core.body import json_object
@@ -58,6 +59,10 @@ def headers(record: RequestRecord, upstream: httpx.Response | None = None) -> di
         upstream_id = upstream.headers.get("x-request-id")
         if upstream_id:
             out["x-upstream-request-id"] = upstream_id
+    if record.headroom is not None:  # the caller's limits, not the gateway's account with the provider
+        for name in [name for name in out if name.startswith(OPENAI_PREFIX)]:
+            del out[name]
+        out.update(record.headroom.openai_headers())
     return out
 
 

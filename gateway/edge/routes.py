@@ -15,6 +15,7 @@ from starlette.responses import Response
 
 from gateway.base.echo import echoed
 from gateway.base.errors import AuthenticationFailed, GatewayError, NotFound, PermissionDenied, RouteNotFound
+from gateway.base.headroom import Headroom
 from gateway.base.types import Tenant
 from gateway.core.request_ids import client_request_id, new_request_id
 from gateway.dashboard import session
@@ -134,6 +135,9 @@ async def render_gateway_error(request: Request, exc: Exception) -> Response:
     if request_id:
         headers["x-gateway-request-id"] = request_id
         headers["x-request-id"] = getattr(request.state, "client_request_id", None) or request_id
+    headroom: Headroom | None = getattr(request.state, "headroom", None)
+    if headroom is not None:  # the caller's rate limits (``gateway.core.rate_limits``)
+        headers.update(headroom.openai_headers())
     media_type = getattr(exc, "content_type", "application/json")
     return Response(exc.body(), status_code=exc.status_code, media_type=media_type, headers=headers)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -33,7 +33,7 @@ from gateway.conversations.notes import LOOKED, TRACE
 from gateway.conversations.pricing import counterfactual_of, look_up, rewritten_before
 from gateway.conversations.requests import conversation_trace, look_up_before, remember_request, tracked
 from gateway.conversations.store import ConversationStore
-from gateway.core import replies
+from gateway.core import rate_limits, replies
 from gateway.core.admission import Hold, ceiling_nanos
 from gateway.core.attempts import note_timeouts, note_upstream_failure
 from gateway.core.body import headers_of
@@ -48,6 +48,8 @@ from gateway.experiments.notes import NEW_CONVERSATION
 from gateway.experiments.trouble import ErrorCount
 from gateway.ledger import Budgets
 from gateway.proxy.precompress import precompress_after
+from gateway.ratelimits.limiter import RateLimiter
+from gateway.ratelimits.settler import RateSettler
 from gateway.responsecache.flow import ResponseCache
 from gateway.sampling.decide import is_probe
 from gateway.servertools.requested import NO_TOOLS, RequestedTools
@@ -98,6 +100,10 @@ class Pipeline:
         self.response_cache = ResponseCache(
             redis, prefix=store.current.config.ledger.key_prefix, background=background
         )
+        self.rate_limiter = RateLimiter(
+            redis, prefix=store.current.config.ledger.key_prefix, config=lambda: store.current.config.ledger
+        )
+        self.rate_settler = RateSettler(self.rate_limiter)
         self.experiments = Experiments(
             store=store,
             pool=pool,
@@ -107,7 +113,8 @@ class Pipeline:
             services=self,
             count_error=experiment_errors,
         )
-        self.observers = (*observers, self.experiments)  # last: it reads the cost the ledger's observer set
+        # after the ledger's observer: they read the cost it sets
+        self.observers = (*observers, self.rate_settler, self.experiments)
         self.tracing = tracing
         """Requests are traced (``gateway.telemetry``): each notes its trace context and attempts."""
 
@@ -171,12 +178,15 @@ class Pipeline:
             return cache_facts(looked.recalled, looked.chain, model=model, cache=cache, now_ms=now_ms())
 
         async def admit(tokens: int, decision: Decision | None) -> None:
-            await hold.take(
-                runtime,
-                record,
-                headers_of(request),
-                lambda: ceiling_nanos(runtime, model, decision, tokens, caps, tools),
-            )
+            def ceiling() -> int:
+                return ceiling_nanos(runtime, model, decision, tokens, caps, tools)
+
+            max_cost: Callable[[], int] = ceiling
+            if runtime.rate_limits:  # empty unless some tenant or key has rate limits
+                max_cost = await rate_limits.admit(
+                    self.rate_limiter, runtime, request, record, tokens, caps, max_cost
+                )
+            await hold.take(runtime, record, headers_of(request), max_cost)
             if record.note(NEW_CONVERSATION) is not None:  # a split's first turn: its arm is kept from now on
                 self.experiments.admitted(record)
 

@@ -38,6 +38,12 @@ class Limits(Strict):
         description="uses of each server-side tool a budget holds for a request that sets no cap of its "
         "own (Messages max_uses, Responses max_tool_calls)",
     )
+    held_output_tokens: int = Field(
+        default=4096,
+        ge=0,
+        description="output tokens a tokens_per_minute rate limit holds for a request that sets no cap of "
+        "its own (max_tokens, max_completion_tokens, max_output_tokens), per choice; settled to its usage",
+    )
     shadow_calls: int = Field(default=16, ge=1, description="experiments' shadow calls in flight per process")
     shadow_shed_above_requests: int = Field(
         default=256, ge=1, description="no new shadow call while the process runs more tasks than this"

@@ -17,6 +17,7 @@ from gateway.config.schema.limits import Limits as Limits
 from gateway.config.schema.passthrough import PASSTHROUGH_METHODS as PASSTHROUGH_METHODS
 from gateway.config.schema.passthrough import SHARED_OBJECTS as SHARED_OBJECTS
 from gateway.config.schema.passthrough import PassthroughRoute as PassthroughRoute
+from gateway.config.schema.rate_limits import RateLimitsConfig
 from gateway.config.schema.sampling import SamplingConfig
 from gateway.config.schema.telemetry import TelemetryConfig
 from gateway.config.schema.tenants import KEY_HASH_PREFIX as KEY_HASH_PREFIX
@@ -221,6 +222,7 @@ def reference_problems(config: GatewayConfig) -> list[tuple[Loc, str]]:
         problems.extend(_experiment_problems(config, name, experiment))
     seen: dict[str, str] = {}
     for tenant_name, tenant in config.tenants.items():
+        problems.extend(_rate_limit_problems(config, tenant_name, tenant))
         for index, key in enumerate(tenant.keys):
             digest = key_digest(key_text(key))
             if digest is None:
@@ -231,6 +233,23 @@ def reference_problems(config: GatewayConfig) -> list[tuple[Loc, str]]:
                     (("tenants", tenant_name, "keys", index), f"a key is shared with tenant {owner!r}")
                 )
     return problems
+
+
+def _rate_limit_problems(config: GatewayConfig, name: str, tenant: TenantConfig) -> list[tuple[Loc, str]]:
+    """Models limited by a tenant's or a key's ``rate_limits`` that the config does not serve."""
+    limited: list[tuple[Loc, RateLimitsConfig | None]] = [(("tenants", name), tenant.rate_limits)]
+    limited.extend(
+        (("tenants", name, "keys", index), key.rate_limits)
+        for index, key in enumerate(tenant.keys)
+        if isinstance(key, TenantKey)
+    )
+    return [
+        ((*where, "rate_limits", "models", model), f"unknown model {model!r}")
+        for where, limits in limited
+        if limits is not None
+        for model in limits.models
+        if model not in config.models
+    ]
 
 
 def _passthrough_problems(

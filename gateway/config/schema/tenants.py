@@ -11,6 +11,7 @@ from pydantic import Field, field_validator
 from gateway.base.tags import TagProblem, from_mapping
 from gateway.config.schema.base import Strict as _Strict
 from gateway.config.schema.ledger import BudgetConfig
+from gateway.config.schema.rate_limits import RateLimitsConfig
 from gateway.config.schema.response_cache import ResponseCacheConfig
 from gateway.servertools.kinds import ServerToolKind
 
@@ -32,20 +33,33 @@ def _checked_tags(value: dict[str, str]) -> dict[str, str]:
 
 
 class TenantKey(_Strict):
-    """A key with default cost tags: ``{key: ${ACME_SEARCH_KEY}, tags: {team: search}}``."""
+    """A key with default cost tags or its own rate limits: ``{key: ${ACME_SEARCH_KEY}, tags: {team:
+    search}, rate_limits: {requests_per_minute: 60}}``."""
 
     key: str = Field(description="the API key, as a ${ENV} reference or sha256:<hex>")
     tags: dict[str, str] = Field(
         default_factory=dict, description="cost tags of this key's requests, under the request's own"
     )
+    rate_limits: RateLimitsConfig | None = Field(
+        default=None,
+        description="limits on this key's requests, besides the tenant's (docs/how-to/rate-limits.md)",
+    )
 
     _tags = field_validator("tags")(_checked_tags)
+
+    @field_validator("rate_limits")
+    @classmethod
+    def _tenant_decides_redis_down(cls, value: RateLimitsConfig | None) -> RateLimitsConfig | None:
+        if value is not None and value.on_redis_down is not None:
+            raise ValueError("on_redis_down is the tenant's to set (its rate_limits or budget), not a key's")
+        return value
 
 
 class TenantConfig(_Strict):
     keys: tuple[str | TenantKey, ...] = Field(
         min_length=1,
-        description="API keys, as ${ENV} references or sha256:<hex>, or {key, tags} with default cost tags",
+        description="API keys, as ${ENV} references or sha256:<hex>, or {key, tags, rate_limits} with "
+        "default cost tags or limits of their own",
     )
     tags: dict[str, str] = Field(
         default_factory=dict,
@@ -69,6 +83,11 @@ class TenantConfig(_Strict):
         description="what usage says of a prompt the gateway rewrote: as forwarded (billed), or as received",
     )
     budget: BudgetConfig | None = None
+    rate_limits: RateLimitsConfig | None = Field(
+        default=None,
+        description="requests, tokens and dollars per minute over all the tenant's keys, and per model "
+        "(docs/how-to/rate-limits.md)",
+    )
     token_counts_per_minute: int | None = Field(
         default=None,
         ge=1,
@@ -104,6 +123,16 @@ class TenantConfig(_Strict):
             digest = key_digest(key_text(entry))
             if digest is not None:
                 found.append((digest, tuple(sorted({**self.tags, **(own or {})}.items()))))
+        return tuple(found)
+
+    def key_rate_limits(self) -> tuple[tuple[str, RateLimitsConfig], ...]:
+        """The sha256 hex digest of each key that has rate limits of its own, with them."""
+        found = []
+        for entry in self.keys:
+            if isinstance(entry, TenantKey) and entry.rate_limits is not None:
+                digest = key_digest(entry.key)
+                if digest is not None:
+                    found.append((digest, entry.rate_limits))
         return tuple(found)
 
 

@@ -17,6 +17,7 @@ from starlette.responses import Response
 
 from gateway.base.echo import echoed
 from gateway.base.errors import GatewayError, UpstreamExhausted, UpstreamRejected
+from gateway.base.headroom import Headroom
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -73,6 +74,9 @@ def render(request: Request, exc: GatewayError) -> Response:
         headers["x-gateway-request-id"] = request_id
         headers["x-request-id"] = getattr(request.state, "client_request_id", None) or request_id
         headers["request-id"] = request_id
+    headroom: Headroom | None = getattr(request.state, "headroom", None)
+    if headroom is not None:  # the caller's rate limits (``gateway.core.rate_limits``)
+        headers.update(headroom.anthropic_headers())
     upstream = passed_through(exc)
     if upstream is not None:
         return Response(

@@ -19,6 +19,7 @@ import httpx
 import orjson
 from starlette.responses import Response, StreamingResponse
 
+from gateway.base.headroom import ANTHROPIC_PREFIX, OPENAI_PREFIX
 from gateway.base.record import RequestRecord
 from gateway.base.types import Usage
 from gateway.core import replies
@@ -42,9 +43,16 @@ def headers(
     out["request-id"] = record.request_id
     if record.prompt_tokens is not None or record.forwarded_tokens is not None:
         out[APPROXIMATE] = "true"
+    headroom = record.headroom
+    if headroom is not None:  # the caller's limits in Anthropic's names, none of the provider's
+        for name in [name for name in out if name.startswith(OPENAI_PREFIX)]:
+            del out[name]
+        out.update(headroom.anthropic_headers())
     if upstream is not None:
         for name, value in upstream.headers.items():
-            if name.startswith(PASSED_UPSTREAM_HEADERS):
+            if name.startswith(PASSED_UPSTREAM_HEADERS) and not (
+                headroom is not None and name.startswith(ANTHROPIC_PREFIX)
+            ):
                 out[name] = value
         upstream_id = upstream.headers.get("request-id")
         if upstream_id:
