@@ -133,9 +133,9 @@ class RateLimiter:
                 ) from exc
             log.warning("rate_limits_unchecked", tenant=applicable.tenant, error=type(exc).__name__)
             return RateHold((), demand, None, enforced=False)
-        admitted, refused, wait, now = (integer(value) for value in reply[:4])
-        tats = [integer(value) for value in reply[4:]]
-        headroom = _headroom(counters, tats, now)
+        admitted, refused, wait = (integer(value) for value in reply[:3])
+        states = [integer(value) for value in reply[3:]]
+        headroom = _headroom(counters, states[0::2], states[1::2])
         if not admitted:
             raise _refusal(counters[refused - 1], demand, wait, headroom)
         settled = tuple(counter for counter in counters if counter.dimension != "requests")
@@ -178,16 +178,12 @@ class RateLimiter:
         return list(reply) if isinstance(reply, list) else [reply]
 
 
-def _left(counter: Counter, tat: int, now: int) -> int:
-    """What ``counter`` has left, whole units, at ``now`` (its tat then)."""
-    return max(0, (PERIOD_MICROS - (tat - now)) * counter.capacity // PERIOD_MICROS)
-
-
-def _headroom(counters: tuple[Counter, ...], tats: list[int], now: int) -> Headroom:
-    """Per dimension, the limit with the least left (the smaller limit of two with as little)."""
+def _headroom(counters: tuple[Counter, ...], left: list[int], whole_in: list[int]) -> Headroom:
+    """Per dimension, the limit with the least left (the smaller limit of two with as little);
+    ``whole_in``: microseconds until each counter is whole again."""
     tightest: dict[str, Allowance] = {}
-    for counter, tat in zip(counters, tats, strict=True):
-        allowance = Allowance(counter.capacity, _left(counter, tat, now), max(0, tat - now) / 1_000_000)
+    for counter, remaining, micros in zip(counters, left, whole_in, strict=True):
+        allowance = Allowance(counter.capacity, remaining, micros / 1_000_000)
         found = tightest.get(counter.dimension)
         if found is None or (allowance.remaining, allowance.limit) < (found.remaining, found.limit):
             tightest[counter.dimension] = allowance
