@@ -214,6 +214,7 @@ LAYERS = (
     "gateway.metrics",
     "gateway.telemetry",
     "gateway.core",
+    "gateway.ratelimits",
     "gateway.upstream",
     "gateway.config",
     "gateway.sampling.report",
