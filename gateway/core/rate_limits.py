@@ -5,7 +5,8 @@ first, an empty dict for a config without any). It holds one request, its input 
 output cap, and the most it can cost, against every limit that applies (``limits_for``: its tenant's, its
 key's, and theirs for the model it asks for). What its limits have left goes on the record (its answer's
 headers) and on ``request.state.headroom`` (an error's answer: ``gateway.edge.routes``,
-``gateway.fronts.messages.errors``), a refusal's included.
+``gateway.fronts.messages.errors``), a refusal's included. A trusted probe (billed to the ``probe`` tenant,
+``gateway.sampling.decide.trusted_probe``) is not the tenant's traffic and is not counted.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from gateway.base.errors import RateLimited
 from gateway.base.record import RequestRecord
 from gateway.config.rate_limits import limits_for
 from gateway.config.runtime import Runtime
+from gateway.core.body import headers_of
 from gateway.ratelimits.limiter import RATE_HOLD, Demand, RateLimiter
+from gateway.sampling.decide import trusted_probe
 
 UNENFORCED = "rate limits not enforced: Redis is unreachable"
 
@@ -39,7 +42,9 @@ async def admit(
     applicable = limits_for(
         runtime.rate_limits, record.tenant.name, record.tenant.key_id, record.requested_model
     )
-    if applicable is None:
+    if applicable is None or trusted_probe(
+        headers_of(request), tenant=record.tenant.name, config=runtime.config.sampling
+    ):
         return max_cost_nanos
     sets = [limits for _, limits in applicable.sets]
     held_tokens = 0
