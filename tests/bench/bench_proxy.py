@@ -174,6 +174,13 @@ def main() -> None:
         default="none",
         help="nomatch: a shadow experiment on another model; shadow10: one shadowing 10%% of the requests",
     )
+    parser.add_argument(
+        "--rate-limits",
+        choices=["off", "on"],
+        default="off",
+        help="on: the tenant has requests and tokens per minute limits it never reaches (each request "
+        "admitted and settled in Redis)",
+    )
     args = parser.parse_args()
     if args.target != "both":
         run_target(args.target, args)
@@ -219,7 +226,7 @@ def run_target(target: str, args: argparse.Namespace) -> tuple[dict[str, Figures
                 )
                 print(
                     f"target: {target}; upstream transport: {args.transport}; api: {args.api}; "
-                    f"experiment: {args.experiment}"
+                    f"experiment: {args.experiment}; rate limits: {args.rate_limits}"
                 )
                 return measured
 
@@ -240,6 +247,11 @@ def gateway_env(
         "context_window": 1_000_000,
         "pricing": {"input": "3.00", "cached_input": "0.30", "output": "15.00"},
     }
+    if args.rate_limits == "on":
+        config["tenants"]["acme"]["rate_limits"] = {
+            "requests_per_minute": 1_000_000_000,
+            "tokens_per_minute": 1_000_000_000_000,
+        }
     if args.experiment != "none":
         config["models"]["gpt-5.2"]["pricing"] = {"input": "1.00", "output": "4.00"}
         config["experiments"] = {
