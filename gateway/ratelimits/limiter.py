@@ -132,7 +132,8 @@ class RateLimiter:
                     code="rate_limits_unavailable",
                 ) from exc
             log.warning("rate_limits_unchecked", tenant=applicable.tenant, error=type(exc).__name__)
-            return RateHold((), demand, None, enforced=False)
+            # no figures to show, and the provider's are not the caller's: no rate-limit headers at all
+            return RateHold((), demand, Headroom(None, None, at=time.time()), enforced=False)
         admitted, refused, wait = (integer(value) for value in reply[:3])
         states = [integer(value) for value in reply[3:]]
         headroom = _headroom(counters, states[0::2], states[1::2])

@@ -146,3 +146,21 @@ def test_ratelimit_a_request_too_large_for_the_limit_is_not_retried(
     assert refused.status_code == 429
     assert refused.headers["x-should-retry"] == "false"
     assert orjson.loads(refused.content)["error"]["type"] == "tokens"
+
+
+def test_ratelimit_redis_down_refuses_or_lets_through_as_the_tenant_chose(
+    tmp_path: Path, dead_redis_url: str, tenant: str
+) -> None:
+    limits = settings(tenant, {"requests_per_minute": 10})
+    limits["tenants"]["unlimited"]["rate_limits"] = {"requests_per_minute": 10}
+    limits["tenants"]["unlimited"]["budget"] = {"monthly_usd": 100, "on_redis_down": "open", "hard": True}
+    with gateway_client(tmp_path, dead_redis_url, router(), config=limits) as client:
+        closed = client.post("/v1/chat/completions", json=chat_body())
+        opened = client.post(
+            "/v1/chat/completions", json=chat_body(), headers={"authorization": f"Bearer {OTHER_KEY}"}
+        )
+    assert closed.status_code == 503
+    assert closed.json()["error"]["code"] == "rate_limits_unavailable"
+    assert opened.status_code == 200, opened.text
+    assert "rate limits not enforced: Redis is unreachable" in opened.headers["x-gateway-warning"]
+    assert not any(name.startswith("x-ratelimit-") for name in opened.headers)  # nor the provider's

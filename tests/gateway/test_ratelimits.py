@@ -324,7 +324,8 @@ async def test_ratelimits_redis_down_fails_closed_or_open(
         await limits.admit(applying(tenant_name, ("tenant", LimitSet(requests=1))), ONE)
     assert closed.value.code == "rate_limits_unavailable"
     hold = await limits.admit(applying(tenant_name, ("tenant", LimitSet(requests=1)), fails_open=True), ONE)
-    assert not hold.enforced and hold.headroom is None
+    assert not hold.enforced and hold.headroom is not None
+    assert hold.headroom.openai_headers() == {} == hold.headroom.anthropic_headers()
     await limits.settle(hold, tokens=0, nanos=0)  # nothing held: nothing to give back, no error
 
 
