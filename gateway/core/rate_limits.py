@@ -35,9 +35,12 @@ async def admit(
     tokens: int,
     caps: Mapping[str, Any],
     max_cost_nanos: Callable[[], int],
+    *,
+    output: bool = True,
 ) -> Callable[[], int]:
     """Hold the request on its rate limits; raises ``RateLimited`` (429) or ``ServiceUnavailable`` (503).
-    Returns ``max_cost_nanos``, computed once when a dollar limit needed it, for the budget's hold."""
+    Returns ``max_cost_nanos``, computed once when a dollar limit needed it, for the budget's hold.
+    ``output=False``: a call that produces no tokens (embeddings)."""
     assert record.tenant is not None and record.requested_model is not None
     applicable = limits_for(
         runtime.rate_limits, record.tenant.name, record.tenant.key_id, record.requested_model
@@ -49,7 +52,9 @@ async def admit(
     sets = [limits for _, limits in applicable.sets]
     held_tokens = 0
     if any(limits.tokens is not None for limits in sets):
-        held_tokens = tokens + held_output_tokens(caps, runtime.config.limits.held_output_tokens)
+        held_tokens = tokens
+        if output:
+            held_tokens += held_output_tokens(caps, runtime.config.limits.held_output_tokens)
     nanos = max_cost_nanos() if any(limits.nanos is not None for limits in sets) else None
     try:
         hold = await limiter.admit(applicable, Demand(tokens=held_tokens, nanos=nanos or 0))

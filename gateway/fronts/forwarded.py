@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -11,6 +12,7 @@ from starlette.responses import Response
 from gateway.base.money import nanos_from_usd
 from gateway.config.passthrough import passthrough_grant, passthrough_route
 from gateway.core import body as bodies
+from gateway.core import rate_limits
 from gateway.core.admission import Hold, passthrough_ceiling_nanos
 from gateway.core.body import headers_of
 from gateway.core.metering import max_cost_nanos
@@ -24,7 +26,8 @@ if TYPE_CHECKING:
 
 
 async def embeddings(pipeline: Pipeline, request: Request) -> Response:
-    """``POST /v1/embeddings``: held at the most its input can cost (one token per byte at most)."""
+    """``POST /v1/embeddings``: held at the most its input can cost (one token per byte at most), and so
+    counted against its rate limits (settled to its usage)."""
     record = pipeline.begin(request, "embeddings")
     hold = Hold(pipeline.budgets)
     async with pipeline.failing(record, hold):
@@ -35,12 +38,16 @@ async def embeddings(pipeline: Pipeline, request: Request) -> Response:
         record.requested_model = model = bodies.check_embeddings(body)
         record.tags = request_tags(headers_of(request), record.tenant)
         candidates = runtime.serving(model, "embedding")
-        await hold.take(
-            runtime,
-            record,
-            headers_of(request),
-            lambda: max(max_cost_nanos(route.model, len(raw), body, output=False) for route in candidates),
-        )
+
+        def ceiling() -> int:
+            return max(max_cost_nanos(route.model, len(raw), body, output=False) for route in candidates)
+
+        max_cost: Callable[[], int] = ceiling
+        if runtime.rate_limits:  # empty unless some tenant or key has rate limits
+            max_cost = await rate_limits.admit(
+                pipeline.rate_limiter, runtime, request, record, len(raw), {}, max_cost, output=False
+            )
+        await hold.take(runtime, record, headers_of(request), max_cost)
         exchange = await send(
             pipeline.pool,
             candidates,

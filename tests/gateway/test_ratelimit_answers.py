@@ -18,7 +18,13 @@ import redis
 import respx
 
 from tests.factories import OTHER_KEY, chat_body, gateway_client
-from tests.gateway.test_cost_headers import CHAT_USAGE, UPSTREAM, chat_reply, responses_reply
+from tests.gateway.test_cost_headers import (
+    CHAT_USAGE,
+    UPSTREAM,
+    chat_reply,
+    embeddings_reply,
+    responses_reply,
+)
 from tests.gateway.test_messages_pipeline import ANTHROPIC_HEADERS, CLAUDE, Upstream, config, create_body
 
 PROVIDER_LIMITS = {
@@ -50,6 +56,7 @@ def router() -> respx.Router:
     routes = respx.Router(assert_all_called=False)
     routes.post(f"{UPSTREAM}/chat/completions").mock(side_effect=with_provider_limits)
     routes.post(f"{UPSTREAM}/responses").mock(side_effect=responses_reply)
+    routes.post(f"{UPSTREAM}/embeddings").mock(side_effect=embeddings_reply)
     routes.post(f"{CLAUDE}/messages").mock(side_effect=Upstream().messages)
     return routes
 
@@ -133,7 +140,7 @@ def test_ratelimit_tokens_held_at_the_cap_are_settled_to_the_usage(
         while held_tokens(redis_url, tenant) > 2_000 and time.monotonic() < deadline:
             time.sleep(0.02)
     used = CHAT_USAGE["prompt_tokens"] + CHAT_USAGE["completion_tokens"]
-    assert 0 < held_tokens(redis_url, tenant) <= used
+    assert held_tokens(redis_url, tenant) <= used  # less what refilled since
 
 
 def test_ratelimit_a_request_too_large_for_the_limit_is_not_retried(
@@ -164,3 +171,20 @@ def test_ratelimit_redis_down_refuses_or_lets_through_as_the_tenant_chose(
     assert opened.status_code == 200, opened.text
     assert "rate limits not enforced: Redis is unreachable" in opened.headers["x-gateway-warning"]
     assert not any(name.startswith("x-ratelimit-") for name in opened.headers)  # nor the provider's
+
+
+def test_ratelimit_embeddings_count_held_at_their_bytes_and_settled(
+    tmp_path: Path, redis_url: str, tenant: str
+) -> None:
+    """An embeddings call holds one token per byte of its body (it produces none), settled to its usage."""
+    limits = {"requests_per_minute": 10, "tokens_per_minute": 20_000}  # what is held refills in 30 s
+    text = "word " * 2_000
+    with gateway_client(tmp_path, redis_url, router(), config=settings(tenant, limits)) as client:
+        answer = client.post("/v1/embeddings", json={"model": "text-embedding-3-small", "input": text})
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["x-ratelimit-remaining-requests"] == "9"
+        assert int(answer.headers["x-ratelimit-remaining-tokens"]) <= 20_000 - len(text)
+        deadline = time.monotonic() + 10
+        while held_tokens(redis_url, tenant) > 100 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert held_tokens(redis_url, tenant) <= 7  # the usage's prompt_tokens, less what refilled since
