@@ -13,10 +13,13 @@ a second at a busy limit, so the SDKs' own retries succeed instead of waiting ou
 
 A request holds 1 request, its input tokens as counted plus its output cap (its ``max_tokens`` /
 ``max_completion_tokens`` / ``max_output_tokens`` times its choices, else ``limits.held_output_tokens``),
-and the most it can cost (the budget's hold, ``gateway.core.admission``). Once its usage is known
-(``RateSettler``) the tokens and dollars it did not use are given back, and what it used beyond the hold is
-taken; a request refused before it reached a model gives back all of its tokens and dollars (its request
-still counts).
+and the most it can cost (the budget's hold, ``gateway.core.admission``); an embeddings call holds one token
+per byte of its body and no output. Once its usage is known (``RateSettler``) the tokens and dollars it did
+not use are given back, and what it used beyond the hold is taken; a request refused before it reached a
+model gives back all of its tokens and dollars (its request still counts).
+
+A timed-out admission whose script ran anyway leaves its take in the counters while the request is refused
+(503, or let through unlimited): never more admitted than the limits, at worst fewer.
 
 When Redis does not answer within the ledger's ``budget_timeout_seconds``, the tenant's choice applies as
 for its budget: refuse (503, the default) or let the request through unlimited, with a warning. A refused
