@@ -11,6 +11,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.base.errors import RateLimited, ServiceUnavailable
+from gateway.base.headroom import duration, moment
 from gateway.base.record import RequestRecord
 from gateway.base.types import Tenant, Usage
 from gateway.config.rate_limits import Applicable, LimitSet, limits_for, rate_book
@@ -354,3 +355,23 @@ async def test_ratelimits_settler_gives_back_what_the_answer_did_not_use(
     hold = await limits.admit(applicable, Demand(tokens=900, nanos=900))
     assert hold.headroom is not None and hold.headroom.tokens is not None
     assert hold.headroom.tokens.remaining == 0  # 1000 - 100 used - 900 held now
+
+
+@pytest.mark.parametrize(
+    ("seconds", "written"),
+    [
+        (0, "0ms"),
+        (0.25, "250ms"),
+        (1, "1s"),
+        (1.5, "1.5s"),
+        (12.3456, "12.346s"),
+        (60, "1m0s"),
+        (61.25, "1m1.25s"),
+    ],
+)
+def test_ratelimits_resets_are_written_as_openai_writes_durations(seconds: float, written: str) -> None:
+    assert duration(seconds) == written
+
+
+def test_ratelimits_anthropic_resets_are_rfc3339_times_rounded_up() -> None:
+    assert moment(1_800_000_000.2) == "2027-01-15T08:00:01Z"
