@@ -1,4 +1,5 @@
-"""Rate limits, exact over every worker and instance: one Lua script per admission, one per settlement.
+"""Rate limits, exact over every worker and instance: one Lua script per admission, and per settlement (a
+batch of them: ``gateway.ratelimits.settler``).
 
 Each limit of a request (``gateway.config.rate_limits.limits_for``: its tenant's, its key's, and theirs for
 its model; requests, tokens and dollars per minute in each) is a counter in Redis under the tenant's hash
@@ -31,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import structlog
@@ -83,11 +84,32 @@ class Demand:
 class RateHold:
     """An admitted request's estimates, to settle once its usage is known."""
 
+    tenant: str
     counters: tuple[Counter, ...]
     """The token and dollar counters (a request is a request: nothing to settle)."""
     demand: Demand
     headroom: Headroom | None
     enforced: bool = True
+
+    def returns(self, *, tokens: int, nanos: int) -> list[Return]:
+        """What to give back to each counter once the request used ``tokens`` and ``nanos``."""
+        if not self.enforced:
+            return []
+        used = Demand(tokens, nanos)
+        return [
+            Return(counter.key, counter.capacity, back)
+            for counter in self.counters
+            if (back := self.demand.of(counter.dimension) - used.of(counter.dimension))
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class Return:
+    """An amount to give back to a counter (below zero: to take from it, used beyond the hold)."""
+
+    key: str
+    capacity: int
+    amount: int
 
 
 class RateLimiter:
@@ -136,31 +158,31 @@ class RateLimiter:
                 ) from exc
             log.warning("rate_limits_unchecked", tenant=applicable.tenant, error=type(exc).__name__)
             # no figures to show, and the provider's are not the caller's: no rate-limit headers at all
-            return RateHold((), demand, Headroom(None, None, at=time.time()), enforced=False)
+            return RateHold(
+                applicable.tenant, (), demand, Headroom(None, None, at=time.time()), enforced=False
+            )
         admitted, refused, wait = (integer(value) for value in reply[:3])
         states = [integer(value) for value in reply[3:]]
         headroom = _headroom(counters, states[0::2], states[1::2])
         if not admitted:
             raise _refusal(counters[refused - 1], demand, wait, headroom)
         settled = tuple(counter for counter in counters if counter.dimension != "requests")
-        return RateHold(settled, demand, headroom)
+        return RateHold(applicable.tenant, settled, demand, headroom)
 
     async def settle(self, hold: RateHold, *, tokens: int, nanos: int) -> None:
-        """Give back what the request held and did not use (``tokens``, ``nanos``: what it used). Never
-        raises: if Redis cannot be asked, the hold stays taken until the counter refills."""
-        used = Demand(tokens, nanos)
-        counters = [
-            counter
-            for counter in hold.counters
-            if hold.demand.of(counter.dimension) != used.of(counter.dimension)
-        ]
-        if not counters or not hold.enforced:
+        """Give back what the request held and did not use (``tokens``, ``nanos``: what it used)."""
+        await self.give_back(hold.returns(tokens=tokens, nanos=nanos))
+
+    async def give_back(self, returns: Sequence[Return]) -> None:
+        """Apply ``returns``, on counters of one tenant, in one script. Never raises: if Redis cannot be
+        asked, what was held stays taken until the counters refill."""
+        if not returns:
             return
         args: list[str | int] = [self._now(), PERIOD_MICROS]
-        for counter in counters:
-            args += [counter.capacity, hold.demand.of(counter.dimension) - used.of(counter.dimension)]
+        for back in returns:
+            args += [back.capacity, back.amount]
         try:
-            await self._call(self._settle, [counter.key for counter in counters], args)
+            await self._call(self._settle, [back.key for back in returns], args)
         except (RedisError, OSError, TimeoutError) as exc:
             log.warning("rate_limits_settle_failed", error=type(exc).__name__)
 

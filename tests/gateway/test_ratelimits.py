@@ -375,3 +375,32 @@ def test_ratelimits_resets_are_written_as_openai_writes_durations(seconds: float
 
 def test_ratelimits_anthropic_resets_are_rfc3339_times_rounded_up() -> None:
     assert moment(1_800_000_000.2) == "2027-01-15T08:00:01Z"
+
+
+class CountingLimiter(RateLimiter):
+    """A real limiter that also counts its settlement scripts."""
+
+    calls = 0
+
+    async def give_back(self, returns: Any) -> None:
+        self.calls += 1
+        await super().give_back(returns)
+
+
+@pytest.mark.anyio
+async def test_ratelimits_settlements_ending_together_go_in_one_script_per_tenant(
+    redis_client: aioredis.Redis, tenant_name: str
+) -> None:
+    limits = CountingLimiter(redis_client, clock=Clock())
+    settler = RateSettler(limits, linger=60)  # nothing leaves before the drain
+    applicable = applying(tenant_name, ("tenant", LimitSet(requests=100, tokens=1000)))
+    for number in range(4):
+        record = RequestRecord(request_id=f"r{number}", endpoint="chat", tenant=Tenant(tenant_name, "k"))
+        record.called_model, record.usage = "m", Usage(input_tokens=20, output_tokens=30)
+        record.put(RATE_HOLD, await limits.admit(applicable, Demand(tokens=250, nanos=0)))
+        settler(record)
+    await settler.drain()
+    assert limits.calls == 1
+    hold = await limits.admit(applicable, Demand(tokens=0, nanos=0))
+    assert hold.headroom is not None and hold.headroom.tokens is not None
+    assert hold.headroom.tokens.remaining == 1000 - 4 * 50
