@@ -214,6 +214,7 @@ LAYERS = (
     "gateway.metrics",
     "gateway.telemetry",
     "gateway.core",
+    "gateway.keys",
     "gateway.ratelimits",
     "gateway.upstream",
     "gateway.config",

@@ -14,6 +14,8 @@ class Tenant:
     """A short, non-reversible hash of the key the request used (safe to log and store)."""
     tags: tuple[tuple[str, str], ...] = ()
     """The key's default cost tags (the tenant's, under the key's own), sorted by key."""
+    models: frozenset[str] | None = None
+    """The models the key may ask for (a managed key's allow-list); None: any the gateway serves."""
 
 
 @dataclass(frozen=True, slots=True)

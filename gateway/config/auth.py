@@ -9,12 +9,21 @@ however many keys are configured.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 
-from gateway.base.errors import AuthenticationFailed
+from gateway.base.echo import echoed
+from gateway.base.errors import AuthenticationFailed, PermissionDenied
 from gateway.base.types import Tenant
 from gateway.config.schema.root import TenantConfig, hash_key
 
 KEY_ID_LENGTH = 12
+
+
+class ManagedLookup(Protocol):
+    """Keys kept elsewhere than the config (``gateway.keys.live``), asked after the config's keys."""
+
+    def resolve(self, digest: str) -> Tenant | None:
+        """The caller, None for an unknown digest; AuthenticationFailed for a revoked or expired key."""
 
 
 class KeyRing:
@@ -22,8 +31,9 @@ class KeyRing:
         self._by_digest: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
             digest: (name, tags) for name, tenant in tenants.items() for digest, tags in tenant.key_tags()
         }
+        self._tenant_tags = {name: tenant.tags for name, tenant in tenants.items()}
 
-    def resolve(self, key: str | None) -> Tenant:
+    def resolve(self, key: str | None, managed: ManagedLookup | None = None) -> Tenant:
         if not key:
             raise AuthenticationFailed(
                 "Missing API key: send it as 'Authorization: Bearer <key>' (or an api-key header)."
@@ -31,8 +41,23 @@ class KeyRing:
         digest = hash_key(key)
         found = self._by_digest.get(digest)
         if found is None:
+            if managed is not None:
+                return self._managed(managed, digest)
             raise AuthenticationFailed("Incorrect API key provided.")
         return Tenant(name=found[0], key_id=digest[:KEY_ID_LENGTH], tags=found[1])
+
+    def _managed(self, managed: ManagedLookup, digest: str) -> Tenant:
+        """A managed key's caller, its tenant's tags under the key's own (a tenant still configured)."""
+        tenant = managed.resolve(digest)
+        if tenant is None:
+            raise AuthenticationFailed("Incorrect API key provided.")
+        tenant_tags = self._tenant_tags.get(tenant.name)
+        if tenant_tags is None:
+            raise AuthenticationFailed("This API key's tenant is no longer configured.")
+        if tenant_tags:
+            tags = tuple(sorted({**tenant_tags, **dict(tenant.tags)}.items()))
+            return Tenant(name=tenant.name, key_id=tenant.key_id, tags=tags, models=tenant.models)
+        return tenant
 
 
 def presented_key(headers: Mapping[str, str]) -> str | None:
@@ -44,3 +69,14 @@ def presented_key(headers: Mapping[str, str]) -> str | None:
             return value.strip()
         return None
     return headers.get("api-key") or headers.get("x-api-key")
+
+
+def allow_model(tenant: Tenant, model: str) -> None:
+    """Refuse (403) a model outside the key's allow-list, before anything is counted or sent."""
+    if tenant.models is not None and model not in tenant.models:
+        allowed = ", ".join(sorted(tenant.models)) or "none"
+        raise PermissionDenied(
+            f"This API key may not use the model '{echoed(model)}' (allowed: {allowed}).",
+            param="model",
+            code="model_not_allowed",
+        )

@@ -21,6 +21,7 @@ from gateway.config.settings import Settings
 from gateway.edge import dashboard, messages_routes, responses_routes, routes
 from gateway.edge.admin import admin_config_router
 from gateway.edge.hot import HotRoutes
+from gateway.edge.keys_admin import admin_keys_router
 from gateway.edge.lifespan import open_gateway
 from gateway.edge.logs import configure_logging
 from gateway.edge.metrics_route import scrape as scrape_metrics
@@ -128,6 +129,7 @@ def mount_routes(app: FastAPI) -> None:
     add("/readyz", routes.readyz, methods=["GET"])
     add("/metrics", scrape_metrics, methods=["GET"])
     app.include_router(admin_config_router())
+    app.include_router(admin_keys_router())
     app.include_router(dashboard.router())
     app.include_router(
         ledger_routes.admin_router(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import redis.asyncio as aioredis
 import structlog
+from redis.exceptions import RedisError
 
 from gateway.alerts.checker import AlertChecker
 from gateway.alerts.webhook import Webhook
@@ -34,6 +35,8 @@ from gateway.edge.state import GatewayState
 from gateway.fronts.responses.memory import ResponseMemory
 from gateway.fronts.responses.pending import Settler
 from gateway.fronts.responses.stored import StoredResponses
+from gateway.keys.live import ManagedKeys
+from gateway.keys.store import KeyStore
 from gateway.ledger import BudgetConfig, Budgets, Ledger, LedgerReader
 from gateway.ledger.sources import ledger_source
 from gateway.metrics import GatewayMetrics, RequestMetrics, StateReading
@@ -124,6 +127,22 @@ async def start_archive_drainer(
     return drainer
 
 
+async def open_managed_keys(
+    stack: AsyncExitStack, redis: aioredis.Redis, live: LiveConfig, *, prefix: str
+) -> ManagedKeys:
+    """The process's copy of the managed keys (``gateway.keys.live``), read before the first request when
+    ``keys.managed`` is on, then followed; while it is off the follower only sleeps."""
+    keys = ManagedKeys(KeyStore(redis, prefix=prefix), settings=lambda: live.config().keys)
+    if live.config().keys.managed:
+        try:
+            await keys.refresh()
+        except (RedisError, OSError) as exc:  # the follower keeps trying
+            log.warning("managed_keys_unreadable", error=str(exc))
+    keys.start()
+    stack.push_async_callback(keys.aclose)
+    return keys
+
+
 async def open_gateway(
     stack: AsyncExitStack,
     settings: Settings,
@@ -180,6 +199,7 @@ async def open_gateway(
     )
     memory.start()
     stack.push_async_callback(memory.aclose)  # after the requests, before Redis closes: a last try
+    keys = await open_managed_keys(stack, redis, live, prefix=ledger_config.key_prefix)
     pipeline = Pipeline(
         store=store,
         pool=pool,
@@ -190,6 +210,7 @@ async def open_gateway(
         conversations=conversations,
         experiment_errors=metrics.families.count_experiment_error,
         tracing=tracing is not None,
+        managed_keys=keys,
     )
     stack.push_async_callback(pipeline.experiments.aclose)  # before the pool and the ledger: shadow calls end
     reader = LedgerReader(redis, keys=ledger.keys, budget_of=live.budget_of)  # alerts: the live counters
@@ -212,4 +233,5 @@ async def open_gateway(
         mode=mode,
         readiness=Readiness(redis, ledger, mode),
         alerts=AlertChecker(redis, reader=reader, config=live.config, webhook=webhook),
+        keys=keys,
     )

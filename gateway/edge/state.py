@@ -11,6 +11,7 @@ from gateway.config.reload import ConfigStore
 from gateway.config.settings import Settings
 from gateway.edge.readiness import Readiness
 from gateway.fronts.responses.stored import StoredResponses
+from gateway.keys.live import ManagedKeys
 from gateway.ledger import Ledger
 from gateway.ledger.source import LedgerSource
 from gateway.metrics.exposition import GatewayMetrics
@@ -35,3 +36,4 @@ class GatewayState:
     mode: ModeWatch
     readiness: Readiness
     alerts: AlertChecker
+    keys: ManagedKeys

@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.base.record import RequestRecord, notify
+from gateway.config.auth import allow_model
 from gateway.config.runtime import Route
 from gateway.core import body as bodies
 from gateway.core import replies
@@ -49,6 +50,7 @@ async def completions(pipeline: Pipeline, request: Request) -> Response:
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
         body = bodies.parse_object(raw)
         record.requested_model = model = bodies.check_chat(body)
+        allow_model(record.tenant, model)
         record.tags = request_tags(headers_of(request), record.tenant, body.get("metadata"))
         record.stream = body.get("stream") is True
         runtime.serving(model, "chat")  # 404 for an unknown model, 400 for an embedding one: no counting

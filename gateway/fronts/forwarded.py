@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.base.money import nanos_from_usd
+from gateway.config.auth import allow_model
 from gateway.config.passthrough import passthrough_grant, passthrough_route
 from gateway.core import body as bodies
 from gateway.core import rate_limits
@@ -36,6 +37,7 @@ async def embeddings(pipeline: Pipeline, request: Request) -> Response:
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
         body = bodies.parse_object(raw)
         record.requested_model = model = bodies.check_embeddings(body)
+        allow_model(record.tenant, model)
         record.tags = request_tags(headers_of(request), record.tenant)
         candidates = runtime.serving(model, "embedding")
 
@@ -77,6 +79,7 @@ async def passthrough(pipeline: Pipeline, request: Request, path: str) -> Respon
         body = _json_body(raw, content_type)
         route = passthrough_route(runtime.routes, grant, body)
         record.requested_model = route.public_model  # called_model once it answered: no event before
+        allow_model(record.tenant, route.public_model)
         await hold.take(
             runtime,
             record,

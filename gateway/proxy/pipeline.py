@@ -24,7 +24,7 @@ from gateway.base.background import Background
 from gateway.base.errors import ClientClosedRequest, GatewayError, UpstreamError
 from gateway.base.record import NO_ACTION, Observer, RequestRecord, notify, notify_soon
 from gateway.base.types import Tenant
-from gateway.config.auth import presented_key
+from gateway.config.auth import ManagedLookup, presented_key
 from gateway.config.reload import ConfigStore
 from gateway.config.runtime import Runtime
 from gateway.config.schema.root import prompt_cache_of
@@ -81,8 +81,11 @@ class Pipeline:
         conversations: ConversationStore | None = None,
         experiment_errors: ErrorCount | None = None,
         tracing: bool = False,
+        managed_keys: ManagedLookup | None = None,
     ) -> None:
         self.store = store
+        self.managed_keys = managed_keys
+        """The keys managed through the admin API, asked after the config's while ``keys.managed`` is on."""
         self.pool = pool
         self.redis = redis
         self.observers = observers
@@ -121,7 +124,8 @@ class Pipeline:
     # --- steps 1-2: who is calling, and what do they send -------------------------------------------
 
     def authenticate(self, runtime: Runtime, request: Request) -> Tenant:
-        return runtime.keyring.resolve(presented_key(headers_of(request)))
+        managed = self.managed_keys if runtime.config.keys.managed else None
+        return runtime.keyring.resolve(presented_key(headers_of(request)), managed)
 
     def begin(self, request: Request, endpoint: str) -> RequestRecord:
         headers = headers_of(request)

@@ -12,6 +12,7 @@ from gateway.config.schema.alerts import AlertsConfig
 from gateway.config.schema.base import Strict
 from gateway.config.schema.counting import CountingConfig, EncodingName
 from gateway.config.schema.experiments import ExperimentConfig
+from gateway.config.schema.keys import KeysConfig
 from gateway.config.schema.ledger import LedgerConfig
 from gateway.config.schema.limits import Limits as Limits
 from gateway.config.schema.passthrough import PASSTHROUGH_METHODS as PASSTHROUGH_METHODS
@@ -183,6 +184,9 @@ class GatewayConfig(_Strict):
     alerts: AlertsConfig = AlertsConfig()
     telemetry: TelemetryConfig = Field(
         default=TelemetryConfig(), description="OpenTelemetry traces over OTLP/HTTP; off by default"
+    )
+    keys: KeysConfig = Field(
+        default=KeysConfig(), description="API keys managed by the admin API and the CLI (off by default)"
     )
 
     @model_validator(mode="after")

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.base.record import notify_soon
+from gateway.config.auth import allow_model
 from gateway.core import body as bodies
 from gateway.core.admission import Hold
 from gateway.core.body import headers_of
@@ -43,6 +44,7 @@ async def count_tokens(pipeline: Pipeline, request: Request) -> Response:
         raw = await admitted_body(pipeline.count_limiter, runtime, record, request)
         body = bodies.parse_object(raw)
         record.requested_model = model = check_messages(body, require_max_tokens=False)
+        allow_model(record.tenant, model)
         route = anthropic_routes(runtime.serving(model, "chat"), model)[0]
         check_shared(runtime, record.tenant.name, messages_references(body))
         await check_budget_left(hold, runtime, record, headers_of(request))

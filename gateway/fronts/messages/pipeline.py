@@ -29,6 +29,7 @@ from starlette.responses import Response
 
 from gateway.base.errors import InvalidRequest
 from gateway.base.record import notify, notify_soon
+from gateway.config.auth import allow_model
 from gateway.config.runtime import Route
 from gateway.core import body as bodies
 from gateway.core.admission import Hold, admitted
@@ -67,6 +68,7 @@ async def create(pipeline: Pipeline, request: Request) -> Response:
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
         body = bodies.parse_object(raw)
         record.requested_model = model = check_messages(body)
+        allow_model(record.tenant, model)
         record.tags = request_tags(headers_of(request), record.tenant)  # metadata holds only user_id
         tools = messages_tools(body, default_uses=runtime.config.limits.held_tool_uses)
         check_allowed(runtime.config.tenants.get(record.tenant.name), tools)

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.base.record import RequestRecord, notify, notify_soon
+from gateway.config.auth import allow_model
 from gateway.core import body as bodies
 from gateway.core import replies
 from gateway.core.admission import Hold
@@ -102,6 +103,7 @@ async def by_model(
             raw = await admitted_body(pipeline.count_limiter, runtime, record, request)
         body = bodies.parse_object(raw)
         record.requested_model = model = bodies.require_model(body)
+        allow_model(record.tenant, model)
         candidates = runtime.serving(model, "chat")
         await check_references(responses.memory, runtime, record.tenant.name, body)
         if not metered:

@@ -10,6 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.base.record import notify, notify_soon
+from gateway.config.auth import allow_model
 from gateway.core import body as bodies
 from gateway.core.admission import Hold, admitted
 from gateway.core.body import headers_of
@@ -44,6 +45,7 @@ async def create(pipeline: Pipeline, responses: StoredResponses, request: Reques
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
         body = bodies.parse_object(raw)
         record.requested_model = model = check_responses(body)
+        allow_model(record.tenant, model)
         record.tags = request_tags(headers_of(request), tenant, body.get("metadata"))
         tools = responses_tools(body, default_uses=runtime.config.limits.held_tool_uses)
         check_allowed(runtime.config.tenants.get(tenant.name), tools)

@@ -1,0 +1,119 @@
+"""Each process's copy of the managed keys, so that authenticating one stays a dict lookup in memory.
+
+The copy follows Redis by polling: every ``keys.refresh_seconds`` (0.25 s by default) the process reads the
+store's version counter (one GET) and, only when it moved, every record (one HGETALL). Polling rather than
+pub/sub: a published message missed while a connection is being re-established is lost for good, so
+pub/sub would need the poll behind it anyway; a subscription holds a connection per process and works
+differently on a Redis Cluster (sharded channels); and four GETs a second per process cost Redis nothing.
+A revoked key is therefore refused by every worker of every instance within ``refresh_seconds`` plus one
+read. The process that made a change reads it at once (``refresh``), so its own next request sees it.
+
+While ``keys.managed`` is off the loop only sleeps: no Redis call, and authentication never looks here.
+When Redis cannot be read, the last copy stays in force (a revocation made meanwhile waits for Redis).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+import structlog
+from redis.exceptions import RedisError
+
+from gateway.base.errors import AuthenticationFailed
+from gateway.base.types import Tenant
+from gateway.config.schema.keys import KeysConfig
+from gateway.keys.record import ManagedKey, iso
+from gateway.keys.store import KeyStore
+
+_Entry = tuple[ManagedKey, Tenant, float | None]
+"""The key, the caller it authenticates as, and when this secret stops working (a rotation's end)."""
+
+
+class ManagedKeys:
+    def __init__(
+        self, store: KeyStore, *, settings: Callable[[], KeysConfig], clock: Callable[[], float] = time.time
+    ) -> None:
+        self.store = store
+        self._settings = settings
+        self._clock = clock
+        self._by_digest: dict[str, _Entry] = {}
+        self.version: int | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._failing = False
+        self._log = structlog.get_logger("gateway.keys")
+
+    def resolve(self, digest: str) -> Tenant | None:
+        """The caller of a secret with this sha256 digest; None: not a managed key's. A revoked or expired
+        key, or a secret a rotation retired, raises AuthenticationFailed saying which."""
+        found = self._by_digest.get(digest)
+        if found is None:
+            return None
+        key, tenant, until = found
+        now = self._clock()
+        if key.revoked_at is not None:
+            raise AuthenticationFailed("This API key was revoked.", code="api_key_revoked")
+        if key.expires_at is not None and key.expires_at <= now:
+            raise AuthenticationFailed(
+                f"This API key expired at {iso(key.expires_at)}.", code="api_key_expired"
+            )
+        if until is not None and until <= now:
+            raise AuthenticationFailed(
+                f"This API key was rotated: this secret stopped working at {iso(until)}; use the new one.",
+                code="api_key_rotated",
+            )
+        return tenant
+
+    async def refresh(self) -> bool:
+        """Read the keys again if their version moved; True when the copy changed."""
+        version = await self.store.version()
+        if version == self.version:
+            return False
+        version, keys = await self.store.load()
+        self._by_digest = {
+            secret.digest: (key, _caller(key), secret.until) for key in keys for secret in key.secrets
+        }
+        self.version = version
+        return True
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._follow(), name="managed_keys")
+
+    async def aclose(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _follow(self) -> None:
+        while True:
+            settings = self._settings()
+            if settings.managed:
+                await self._poll()
+            elif self.version is not None:  # switched off by a reload: forget them
+                self._by_digest, self.version = {}, None
+            await asyncio.sleep(settings.refresh_seconds)
+
+    async def _poll(self) -> None:
+        try:
+            await self.refresh()
+        except (RedisError, OSError) as exc:
+            if not self._failing:
+                self._log.warning("managed_keys_unreadable", error=str(exc))
+            self._failing = True
+        else:
+            if self._failing:
+                self._log.info("managed_keys_readable", version=self.version)
+            self._failing = False
+
+
+def _caller(key: ManagedKey) -> Tenant:
+    return Tenant(
+        name=key.tenant,
+        key_id=key.id,
+        tags=key.tags,
+        models=None if key.models is None else frozenset(key.models),
+    )
