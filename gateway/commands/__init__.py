@@ -8,7 +8,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from gateway.commands import check_config, costs, count, experiments, hash_key, probes, replay, serve
+from gateway.commands import check_config, costs, count, experiments, hash_key, keys, probes, replay, serve
 
 Register = Callable[["argparse._SubParsersAction[Any]"], None]
 
@@ -21,4 +21,5 @@ COMMANDS: tuple[Register, ...] = (
     probes.register,
     experiments.register,
     replay.register,
+    keys.register,
 )
