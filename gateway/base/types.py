@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+MANAGED_KEY_PREFIX = "key_"
+"""Ids of keys managed through the admin API start with it (a config key's id is hex: never does). The
+ledger counts their spend on their own, for their budgets."""
+
 
 @dataclass(frozen=True, slots=True)
 class Tenant:

@@ -26,7 +26,7 @@ from gateway.config.schema.root import GatewayConfig
 from gateway.config.schema.sampling import PROBE_TENANT
 from gateway.core.metering import max_cost_nanos
 from gateway.core.planning import Plan
-from gateway.ledger import Budgets, Reservation
+from gateway.ledger import Budgets, KeyBudget, Reservation
 from gateway.money.pricing import price
 from gateway.sampling.decide import trusted_probe
 from gateway.servertools.requested import NO_TOOLS, RequestedTools
@@ -47,15 +47,19 @@ class Hold:
     ) -> None:
         """Raises BudgetExceeded (429) or ServiceUnavailable (503, budget unreadable and failing closed).
 
-        ``max_cost_nanos`` is only computed for a tenant that has a budget."""
+        The tenant's budget and the key's own (a managed key's) are held together, in one atomic step.
+        ``max_cost_nanos`` is only computed when one of them has a budget."""
         assert record.tenant is not None
         if trusted_probe(headers, tenant=record.tenant.name, config=runtime.config.sampling):
             record.bill_tenant = PROBE_TENANT
             return
-        if self._budgets.budget_of(record.tenant.name) is None:
+        budgets = self._budgets
+        key_budget = budgets.key_budget_of(record.tenant.key_id)
+        if budgets.budget_of(record.tenant.name) is None and key_budget is None:
             return
-        self._reservation = await self._budgets.reserve(
-            record.tenant.name, record.request_id, max_cost_nanos()
+        key = None if key_budget is None else KeyBudget(record.tenant.key_id, key_budget)
+        self._reservation = await budgets.reserve(
+            record.tenant.name, record.request_id, max_cost_nanos(), key
         )
         if self._reservation is not None and self._reservation.warning:
             record.warnings = (*record.warnings, self._reservation.warning)

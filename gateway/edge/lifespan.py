@@ -206,7 +206,9 @@ async def open_gateway(
         redis=redis,
         observers=observers,
         background=background,
-        budgets=Budgets(redis, budget_of=live.budget_of, config=ledger_config),
+        budgets=Budgets(
+            redis, budget_of=live.budget_of, config=ledger_config, key_budget_of=keys.budget_of
+        ),
         conversations=conversations,
         experiment_errors=metrics.families.count_experiment_error,
         tracing=tracing is not None,

@@ -25,6 +25,7 @@ from redis.exceptions import RedisError
 from gateway.base.errors import AuthenticationFailed
 from gateway.base.types import Tenant
 from gateway.config.schema.keys import KeysConfig
+from gateway.config.schema.ledger import BudgetConfig
 from gateway.keys.record import ManagedKey, iso
 from gateway.keys.store import KeyStore
 
@@ -40,6 +41,7 @@ class ManagedKeys:
         self._settings = settings
         self._clock = clock
         self._by_digest: dict[str, _Entry] = {}
+        self._budgets: dict[str, BudgetConfig] = {}
         self.version: int | None = None
         self._task: asyncio.Task[None] | None = None
         self._failing = False
@@ -75,8 +77,15 @@ class ManagedKeys:
         self._by_digest = {
             secret.digest: (key, _caller(key), secret.until) for key in keys for secret in key.secrets
         }
+        self._budgets = {
+            key.id: BudgetConfig.model_validate(key.budget) for key in keys if key.budget is not None
+        }
         self.version = version
         return True
+
+    def budget_of(self, key_id: str) -> BudgetConfig | None:
+        """The budget of a managed key by its id; None for a key without one, or a config key."""
+        return self._budgets.get(key_id)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._follow(), name="managed_keys")
@@ -94,7 +103,7 @@ class ManagedKeys:
             if settings.managed:
                 await self._poll()
             elif self.version is not None:  # switched off by a reload: forget them
-                self._by_digest, self.version = {}, None
+                self._by_digest, self._budgets, self.version = {}, {}, None
             await asyncio.sleep(settings.refresh_seconds)
 
     async def _poll(self) -> None:

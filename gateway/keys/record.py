@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from gateway.base.types import MANAGED_KEY_PREFIX
 from gateway.config.schema.tenants import hash_key
 
 SECRET_PREFIX = "sk-gw-"
@@ -119,7 +120,7 @@ class ManagedKey:
 
 
 def new_id() -> str:
-    return f"key_{secrets.token_hex(4)}"
+    return f"{MANAGED_KEY_PREFIX}{secrets.token_hex(4)}"
 
 
 def new_secret() -> tuple[str, str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from gateway.base.money import nanos_from_usd, usd
 from gateway.config.schema.ledger import BudgetConfig, LedgerConfig
-from gateway.ledger.budget import BudgetLookup, Budgets, Reservation
+from gateway.ledger.budget import BudgetLookup, Budgets, KeyBudget, Reservation
 from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import Period
@@ -28,6 +28,7 @@ __all__ = [
     "BudgetLookup",
     "Budgets",
     "CostEvent",
+    "KeyBudget",
     "Ledger",
     "LedgerConfig",
     "LedgerKeys",

@@ -24,6 +24,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError
 
+from gateway.base.types import MANAGED_KEY_PREFIX
 from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import day_of, month_expiry
@@ -171,7 +172,7 @@ class EventApplier:
                 event.id,
                 f"{month_number} {day_number} {event.time_ms:013d} {event.cost_nanos} {event.saving_nanos} "
                 f"{event.input_tokens} {event.cached_tokens} {event.output_tokens} {event.reasoning_tokens} "
-                f"{event.model}",
+                f"{event.key_id if event.key_id.startswith(MANAGED_KEY_PREFIX) else '-'} {event.model}",
                 event.to_json(),
             )
         key_names = [keys.holds(tenant), keys.hold_expiry(tenant)]

@@ -19,9 +19,19 @@ from redis.exceptions import NoScriptError
 GIVE_BACK = """
 -- Lowers the tenant's held total by a hold just removed (its HDEL answered 1, so never twice), and
 -- never below zero: a total under zero would let the tenant's next requests spend past its budget.
-local function give_back(holds, amount)
-  if redis.call('HINCRBY', holds, 'total', string.format('%d', -tonumber(amount))) < 0 then
+-- A hold taken for a key with a budget of its own (field 'k' .. id: the key's id) lowers that key's
+-- held total ('k:<key id>:held') too.
+local function give_back(holds, id, amount)
+  local minus = string.format('%d', -tonumber(amount))
+  if redis.call('HINCRBY', holds, 'total', minus) < 0 then
     redis.call('HSET', holds, 'total', 0)
+  end
+  local key = redis.call('HGET', holds, 'k' .. id)
+  if key then
+    redis.call('HDEL', holds, 'k' .. id)
+    if redis.call('HINCRBY', holds, 'k:' .. key .. ':held', minus) <= 0 then
+      redis.call('HDEL', holds, 'k:' .. key .. ':held')
+    end
   end
 end
 """
@@ -34,7 +44,8 @@ APPLY_EVENTS = (
 -- KEYS: 1 holds hash, 2 holds expiry, then 4 per month (seen set, stream, time index, monthly hash),
 --       then 1 per day (daily hash).
 -- ARGV: 1 number of months M, 2..M+1 each month's expiry (unix s), then 3 per event:
---       id, meta "<month#> <day#> <time_ms:013d> <cost> <saving> <in> <cached> <out> <reasoning> <model>",
+--       id, meta "<month#> <day#> <time_ms:013d> <cost> <saving> <in> <cached> <out> <reasoning> <key>
+--       <model>" (key: a managed key's id, whose cost is counted on its own as 'k:<key>:cost', else '-'),
 --       event JSON.
 -- Returns one 1 (applied) or 0 (already applied) per event. Keys of the wrong type (foreign data)
 -- fail the call before anything is written.
@@ -61,15 +72,15 @@ for _, id in ipairs(ids) do
   local amount = redis.call('HGET', KEYS[1], id)
   if amount and redis.call('HDEL', KEYS[1], id) == 1 then
     redis.call('ZREM', KEYS[2], string.sub(id, 3))
-    give_back(KEYS[1], amount)
+    give_back(KEYS[1], id, amount)
   end
 end
 -- sums per (day, model) and per month: {requests, cost, saving, input, cached, output, reasoning}
-local groups, month_sums = {}, {}
+local groups, month_sums, key_sums = {}, {}, {}
 for e = months + 2, #ARGV, 3 do
   local id, meta = ARGV[e], ARGV[e + 1]
-  local m, d, at, cost, saving, input, cached, output, reasoning, model =
-    string.match(meta, '^(%d+) (%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+) (%d+) (%d+) (.*)$')
+  local m, d, at, cost, saving, input, cached, output, reasoning, key, model =
+    string.match(meta, '^(%d+) (%d+) (%d+) (%-?%d+) (%-?%d+) (%d+) (%d+) (%d+) (%d+) (%S+) (.*)$')
   local month = 2 + 4 * (tonumber(m) - 1)
   if redis.call('SADD', KEYS[month + 1], id) == 1 then
     local sid = redis.call('XADD', KEYS[month + 2], '*', 'id', id, 'event', ARGV[e + 2])
@@ -87,6 +98,13 @@ for e = months + 2, #ARGV, 3 do
     local s = month_sums[month]
     if not s then s = {0, 0, 0, tonumber(m)}; month_sums[month] = s end
     s[1], s[2], s[3] = s[1] + 1, s[2] + cost, s[3] + saving
+    if key ~= '-' then
+      local field = 'k:' .. key .. ':cost'
+      for _, hash in ipairs({day_base + tonumber(d), month + 4}) do
+        key_sums[hash] = key_sums[hash] or {}
+        key_sums[hash][field] = (key_sums[hash][field] or 0) + cost
+      end
+    end
     results[#results + 1] = 1
   else
     results[#results + 1] = 0
@@ -118,6 +136,9 @@ for month, s in pairs(month_sums) do
   hincrby(KEYS[month + 4], 'saving', s[3])
   expire_new(KEYS[month + 4], s[4])
 end
+for hash, sums in pairs(key_sums) do
+  for field, cost in pairs(sums) do hincrby(KEYS[hash], field, cost) end
+end
 for m = 1, months do
   for k = 1, 3 do expire_new(KEYS[2 + 4 * (m - 1) + k], m) end
 end
@@ -129,36 +150,59 @@ RESERVE = (
     GIVE_BACK
     + """
 -- KEYS: 1 holds hash, 2 holds expiry, 3 daily hash, 4 monthly hash
--- ARGV: 1 request id, 2 amount, 3 ttl ms, 4 daily limit, 5 monthly limit ('' = none)
--- Returns {accepted (1/0), refused period or '', day spend, month spend, held before this request}.
+-- ARGV: 1 request id, 2 amount, 3 ttl ms, 4 daily limit, 5 monthly limit ('' = none), then for a key with
+--       a budget of its own: 6 its id, 7 its daily limit, 8 its monthly limit ('' = none).
+-- Returns {accepted (1/0), refused period or '' ('daily', 'monthly', 'key daily', 'key monthly'),
+--          day spend, month spend, held before this request, and the key's day, month and held}.
 local now = redis.call('TIME')
 local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 for _, rid in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now_ms)) do
   local amount = redis.call('HGET', KEYS[1], 'r:' .. rid)
   if amount and redis.call('HDEL', KEYS[1], 'r:' .. rid) == 1 then
-    give_back(KEYS[1], amount)
+    give_back(KEYS[1], 'r:' .. rid, amount)
   end
   redis.call('ZREM', KEYS[2], rid)
 end
 local day = redis.call('HGET', KEYS[3], 'cost') or '0'
 local month = redis.call('HGET', KEYS[4], 'cost') or '0'
 local held = redis.call('HGET', KEYS[1], 'total') or '0'
+local key = ARGV[6]
+local key_day, key_month, key_held = '0', '0', '0'
+if key then
+  key_day = redis.call('HGET', KEYS[3], 'k:' .. key .. ':cost') or '0'
+  key_month = redis.call('HGET', KEYS[4], 'k:' .. key .. ':cost') or '0'
+  key_held = redis.call('HGET', KEYS[1], 'k:' .. key .. ':held') or '0'
+end
+local function answer(accepted, refused)
+  return {accepted, refused, day, month, held, key_day, key_month, key_held}
+end
 if redis.call('HEXISTS', KEYS[1], 'r:' .. ARGV[1]) == 1 then
-  return {1, '', day, month, held}
+  return answer(1, '')
 end
 local committed = math.max(0, tonumber(held)) + tonumber(ARGV[2])
 if ARGV[4] ~= '' and tonumber(day) + committed > tonumber(ARGV[4]) then
-  return {0, 'daily', day, month, held}
+  return answer(0, 'daily')
 end
 if ARGV[5] ~= '' and tonumber(month) + committed > tonumber(ARGV[5]) then
-  return {0, 'monthly', day, month, held}
+  return answer(0, 'monthly')
+end
+if key then
+  local key_committed = math.max(0, tonumber(key_held)) + tonumber(ARGV[2])
+  if ARGV[7] ~= '' and tonumber(key_day) + key_committed > tonumber(ARGV[7]) then
+    return answer(0, 'key daily')
+  end
+  if ARGV[8] ~= '' and tonumber(key_month) + key_committed > tonumber(ARGV[8]) then
+    return answer(0, 'key monthly')
+  end
+  redis.call('HSET', KEYS[1], 'kr:' .. ARGV[1], key)
+  redis.call('HINCRBY', KEYS[1], 'k:' .. key .. ':held', ARGV[2])
 end
 redis.call('HSET', KEYS[1], 'r:' .. ARGV[1], ARGV[2])
 redis.call('HINCRBY', KEYS[1], 'total', ARGV[2])
 redis.call('ZADD', KEYS[2], now_ms + tonumber(ARGV[3]), ARGV[1])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]) + 60000)
 redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[3]) + 60000)
-return {1, '', day, month, held}
+return answer(1, '')
 """
 )
 
@@ -171,7 +215,7 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 if not amount or redis.call('HDEL', KEYS[1], 'r:' .. ARGV[1]) == 0 then
   return 0
 end
-give_back(KEYS[1], amount)
+give_back(KEYS[1], 'r:' .. ARGV[1], amount)
 return amount
 """
 )
