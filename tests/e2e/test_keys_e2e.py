@@ -188,3 +188,19 @@ def test_keys_admin_errors_in_openai_shape(pair: Pair) -> None:
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "key_not_found"
     no_admin = httpx.get(f"{pair.a}/admin/keys")
     assert no_admin.status_code == 401
+
+
+def test_keys_budget_refuses_on_every_front(pair: Pair) -> None:
+    """A key whose budget cannot hold one request's most: 429 budget_exceeded from each SDK, before any
+    upstream call; the tenant itself has no budget."""
+    secret = pair.create(budget={"daily_usd": "0.000001"})["secret"]
+    client = openai_client(pair.a, secret)
+    with pytest.raises(openai.RateLimitError, match="key's daily budget"):
+        client.chat.completions.create(model="gpt-5.4", messages=MESSAGE)  # type: ignore[arg-type]
+    with pytest.raises(openai.RateLimitError, match="key's daily budget"):
+        client.responses.create(model="gpt-5.4", input="Hello")
+    messages = anthropic.Anthropic(base_url=pair.a, api_key=secret, max_retries=0)
+    with pytest.raises(anthropic.RateLimitError, match="key's daily budget"):
+        messages.messages.create(model="claude-sonnet-4-5", max_tokens=32, messages=MESSAGE)  # type: ignore[arg-type]
+    roomy = pair.create(budget={"daily_usd": "10"})["secret"]
+    assert chat(pair.a, roomy)
