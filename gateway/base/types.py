@@ -20,6 +20,8 @@ class Tenant:
     """The key's default cost tags (the tenant's, under the key's own), sorted by key."""
     models: frozenset[str] | None = None
     """The models the key may ask for (a managed key's allow-list); None: any the gateway serves."""
+    managed: bool = False
+    """The key is managed through the admin API (it may have a budget of its own)."""
 
 
 @dataclass(frozen=True, slots=True)

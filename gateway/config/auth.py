@@ -9,6 +9,7 @@ however many keys are configured.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Protocol
 
 from gateway.base.echo import echoed
@@ -56,7 +57,7 @@ class KeyRing:
             raise AuthenticationFailed("This API key's tenant is no longer configured.")
         if tenant_tags:
             tags = tuple(sorted({**tenant_tags, **dict(tenant.tags)}.items()))
-            return Tenant(name=tenant.name, key_id=tenant.key_id, tags=tags, models=tenant.models)
+            return replace(tenant, tags=tags)
         return tenant
 
 

@@ -54,7 +54,7 @@ class Hold:
             record.bill_tenant = PROBE_TENANT
             return
         budgets = self._budgets
-        key_budget = budgets.key_budget_of(record.tenant.key_id)
+        key_budget = budgets.key_budget_of(record.tenant.key_id) if record.tenant.managed else None
         if budgets.budget_of(record.tenant.name) is None and key_budget is None:
             return
         key = None if key_budget is None else KeyBudget(record.tenant.key_id, key_budget)

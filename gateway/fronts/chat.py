@@ -50,7 +50,8 @@ async def completions(pipeline: Pipeline, request: Request) -> Response:
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
         body = bodies.parse_object(raw)
         record.requested_model = model = bodies.check_chat(body)
-        allow_model(record.tenant, model)
+        if record.tenant.models is not None:  # a managed key's allow-list
+            allow_model(record.tenant, model)
         record.tags = request_tags(headers_of(request), record.tenant, body.get("metadata"))
         record.stream = body.get("stream") is True
         runtime.serving(model, "chat")  # 404 for an unknown model, 400 for an embedding one: no counting

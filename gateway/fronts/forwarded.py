@@ -37,7 +37,8 @@ async def embeddings(pipeline: Pipeline, request: Request) -> Response:
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
         body = bodies.parse_object(raw)
         record.requested_model = model = bodies.check_embeddings(body)
-        allow_model(record.tenant, model)
+        if record.tenant.models is not None:  # a managed key's allow-list
+            allow_model(record.tenant, model)
         record.tags = request_tags(headers_of(request), record.tenant)
         candidates = runtime.serving(model, "embedding")
 
@@ -79,7 +80,8 @@ async def passthrough(pipeline: Pipeline, request: Request, path: str) -> Respon
         body = _json_body(raw, content_type)
         route = passthrough_route(runtime.routes, grant, body)
         record.requested_model = route.public_model  # called_model once it answered: no event before
-        allow_model(record.tenant, route.public_model)
+        if record.tenant.models is not None:  # a managed key's allow-list
+            allow_model(record.tenant, route.public_model)
         await hold.take(
             runtime,
             record,

@@ -125,4 +125,5 @@ def _caller(key: ManagedKey) -> Tenant:
         key_id=key.id,
         tags=key.tags,
         models=None if key.models is None else frozenset(key.models),
+        managed=True,
     )

@@ -60,6 +60,12 @@ def new_key_of(raw: bytes, config: GatewayConfig, *, now: float) -> NewKey:
         raise InvalidRequest(
             f"Unknown models in the allow-list: {', '.join(unknown)}.", param="models", code="unknown_model"
         )
+    if key.rate_limits is not None:
+        raise InvalidRequest(
+            "Rate limits on managed keys are not available in this version; leave rate_limits out.",
+            param="rate_limits",
+            code="rate_limits_unavailable",
+        )
     expiry = key.expiry()
     if expiry is not None and expiry <= now:
         raise InvalidRequest("expires_at is in the past.", param="expires_at")

@@ -44,7 +44,8 @@ async def count_tokens(pipeline: Pipeline, request: Request) -> Response:
         raw = await admitted_body(pipeline.count_limiter, runtime, record, request)
         body = bodies.parse_object(raw)
         record.requested_model = model = check_messages(body, require_max_tokens=False)
-        allow_model(record.tenant, model)
+        if record.tenant.models is not None:  # a managed key's allow-list
+            allow_model(record.tenant, model)
         route = anthropic_routes(runtime.serving(model, "chat"), model)[0]
         check_shared(runtime, record.tenant.name, messages_references(body))
         await check_budget_left(hold, runtime, record, headers_of(request))

@@ -68,7 +68,8 @@ async def create(pipeline: Pipeline, request: Request) -> Response:
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
         body = bodies.parse_object(raw)
         record.requested_model = model = check_messages(body)
-        allow_model(record.tenant, model)
+        if record.tenant.models is not None:  # a managed key's allow-list
+            allow_model(record.tenant, model)
         record.tags = request_tags(headers_of(request), record.tenant)  # metadata holds only user_id
         tools = messages_tools(body, default_uses=runtime.config.limits.held_tool_uses)
         check_allowed(runtime.config.tenants.get(record.tenant.name), tools)

@@ -103,7 +103,8 @@ async def by_model(
             raw = await admitted_body(pipeline.count_limiter, runtime, record, request)
         body = bodies.parse_object(raw)
         record.requested_model = model = bodies.require_model(body)
-        allow_model(record.tenant, model)
+        if record.tenant.models is not None:  # a managed key's allow-list
+            allow_model(record.tenant, model)
         candidates = runtime.serving(model, "chat")
         await check_references(responses.memory, runtime, record.tenant.name, body)
         if not metered:

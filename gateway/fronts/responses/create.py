@@ -45,7 +45,8 @@ async def create(pipeline: Pipeline, responses: StoredResponses, request: Reques
         raw = await bodies.read_body(request, runtime.config.limits.max_body_bytes)
         body = bodies.parse_object(raw)
         record.requested_model = model = check_responses(body)
-        allow_model(record.tenant, model)
+        if record.tenant.models is not None:  # a managed key's allow-list
+            allow_model(record.tenant, model)
         record.tags = request_tags(headers_of(request), tenant, body.get("metadata"))
         tools = responses_tools(body, default_uses=runtime.config.limits.held_tool_uses)
         check_allowed(runtime.config.tenants.get(tenant.name), tools)
