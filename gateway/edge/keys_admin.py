@@ -14,6 +14,7 @@ from gateway.edge.routes import json_response, require_admin, state_of
 from gateway.keys.live import ManagedKeys
 from gateway.keys.record import ManagedKey
 from gateway.keys.request import new_key_of, rotation_of
+from gateway.keys.spend import key_spend
 
 
 async def require_managed(request: Request) -> None:
@@ -52,7 +53,11 @@ def admin_keys_router() -> APIRouter:
 
     @router.get("/{key_id}")
     async def one(request: Request, key_id: str) -> Response:
-        return json_response((await _keys(request).store.get(key_id)).public(time.time()))
+        """The key, with what it spent today and this month and holds now (its budget's counters)."""
+        state, now = state_of(request), time.time()
+        key = await state.keys.store.get(key_id)
+        spend = await key_spend(state.redis, state.ledger.keys, key, now_ms=int(now * 1000))
+        return json_response({**key.public(now), "spend": spend})
 
     @router.post("/{key_id}/rotate")
     async def rotate(request: Request, key_id: str) -> Response:

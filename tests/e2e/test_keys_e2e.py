@@ -202,5 +202,11 @@ def test_keys_budget_refuses_on_every_front(pair: Pair) -> None:
     messages = anthropic.Anthropic(base_url=pair.a, api_key=secret, max_retries=0)
     with pytest.raises(anthropic.RateLimitError, match="key's daily budget"):
         messages.messages.create(model="claude-sonnet-4-5", max_tokens=32, messages=MESSAGE)  # type: ignore[arg-type]
-    roomy = pair.create(budget={"daily_usd": "10"})["secret"]
-    assert chat(pair.a, roomy)
+    roomy = pair.create(budget={"daily_usd": "10"})
+    assert chat(pair.a, roomy["secret"])
+
+    def spent() -> bool:
+        shown = httpx.get(f"{pair.b}/admin/keys/{roomy['id']}", headers=ADMIN).json()
+        return bool(shown["spend"]["today_usd"] != "0.000000000")
+
+    assert until(spent, deadline=15)  # the cost event is written in the background
