@@ -74,6 +74,8 @@ class ManagedKeys:
         if version == self.version:
             return False
         version, keys = await self.store.load()
+        if self.version is not None and version < self.version:
+            return False  # a concurrent refresh (an admin route's) already read a newer state
         self._by_digest = {
             secret.digest: (key, _caller(key), secret.until) for key in keys for secret in key.secrets
         }

@@ -4,6 +4,7 @@ process's copy that authentication reads."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 import redis.asyncio as aioredis
@@ -150,3 +151,31 @@ async def test_keys_concurrent_rotations_both_land(store: KeyStore) -> None:
     key, _ = await store.create(tenant="acme", name="a", now=NOW)
     await asyncio.gather(*(store.rotate(key.id, now=NOW, overlap_seconds=60) for _ in range(4)))
     assert len((await store.get(key.id)).secrets) == 5
+
+
+async def test_keys_live_follows_the_switch_of_a_reload(store: KeyStore) -> None:
+    """``keys.managed`` turned on by a hot reload: the copy is read; turned off: forgotten."""
+    _, secret = await store.create(tenant="acme", name="a", now=NOW)
+    settings = [KeysConfig(refresh_seconds=0.01)]
+    keys = ManagedKeys(store, settings=lambda: settings[0], clock=Clock())
+    keys.start()
+    try:
+        settings[0] = KeysConfig(managed=True, refresh_seconds=0.01)
+        assert await _within(lambda: keys.version is not None)
+        assert keys.resolve(hash_key(secret)) is not None
+        settings[0] = KeysConfig(refresh_seconds=0.01)
+        assert await _within(lambda: keys.version is None)
+        assert keys.resolve(hash_key(secret)) is None
+    finally:
+        await keys.aclose()
+
+
+async def _within(check: Callable[[], bool], seconds: float = 10.0) -> bool:
+    """Whether ``check`` came true within ``seconds`` (polled: a deadline, not a timing assertion)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    while not check():
+        if loop.time() > end:
+            return False
+        await asyncio.sleep(0.01)
+    return True
