@@ -45,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
         if cache is not None:
             which = "deterministic requests" if cache.deterministic_only else "all requests"
             budget += f" (response cache: {which}, {cache.ttl_seconds:,} s, {cache.max_entries:,} answers)"
-        print(f"  tenant {name}: {len(tenant.key_hashes())} of {len(tenant.keys)} key(s) set{budget}")
+        keys = f"{len(tenant.key_hashes())} of {len(tenant.keys)} key(s) set"
+        managed = " (and managed keys)" if config.keys.managed else ""
+        print(f"  tenant {name}: {keys}{managed}{budget}")
     for name, model in config.models.items():
         fallbacks = f", fallbacks {', '.join(model.fallbacks)}" if model.fallbacks else ""
         tiers = ""

@@ -61,3 +61,12 @@ def test_keys_auth_allow_list() -> None:
     allow_model(Tenant(name="acme", key_id="k", models=frozenset({"a"})), "a")
     with pytest.raises(PermissionDenied, match=r"may not use the model 'b' \(allowed: a\)"):
         allow_model(Tenant(name="acme", key_id="k", models=frozenset({"a"})), "b")
+
+
+def test_keys_auth_a_tenant_without_config_keys_needs_managed_keys() -> None:
+    config = make_config()
+    config["tenants"]["acme"]["keys"] = []
+    with pytest.raises(ValueError, match=r"a tenant needs a key, unless keys\.managed is true"):
+        GatewayConfig.model_validate(config)
+    config["keys"] = {"managed": True}
+    assert GatewayConfig.model_validate(config).tenants["acme"].keys == ()

@@ -226,6 +226,10 @@ def reference_problems(config: GatewayConfig) -> list[tuple[Loc, str]]:
         problems.extend(_experiment_problems(config, name, experiment))
     seen: dict[str, str] = {}
     for tenant_name, tenant in config.tenants.items():
+        if not tenant.keys and not config.keys.managed:
+            problems.append(
+                (("tenants", tenant_name, "keys"), "a tenant needs a key, unless keys.managed is true")
+            )
         problems.extend(_rate_limit_problems(config, tenant_name, tenant))
         for index, key in enumerate(tenant.keys):
             digest = key_digest(key_text(key))

@@ -57,9 +57,10 @@ class TenantKey(_Strict):
 
 class TenantConfig(_Strict):
     keys: tuple[str | TenantKey, ...] = Field(
-        min_length=1,
+        default=(),
         description="API keys, as ${ENV} references or sha256:<hex>, or {key, tags, rate_limits} with "
-        "default cost tags or limits of their own",
+        "default cost tags or limits of their own; none only with keys.managed (all the tenant's keys are "
+        "managed through the admin API)",
     )
     tags: dict[str, str] = Field(
         default_factory=dict,
