@@ -15,6 +15,7 @@ from starlette.responses import Response
 
 from gateway.base.echo import echoed
 from gateway.base.errors import InvalidRequest, ModelNotFound
+from gateway.config.auth import allow_model
 from gateway.config.runtime import Route, Runtime
 from gateway.edge import routes
 from gateway.edge.routes import json_response, state_of
@@ -77,8 +78,9 @@ async def list_models(request: Request) -> Response:
     ``before_id``)."""
     state = state_of(request)
     runtime = state.store.current
-    state.pipeline.authenticate(runtime, request)
-    page, more = paged(messages_models(runtime), request.query_params)
+    allowed = state.pipeline.authenticate(runtime, request).models
+    served = [name for name in messages_models(runtime) if allowed is None or name in allowed]
+    page, more = paged(served, request.query_params)
     return json_response(
         {
             "data": [model_object(name) for name in page],
@@ -93,10 +95,12 @@ async def list_models(request: Request) -> Response:
 async def retrieve_model(request: Request) -> Response:
     state = state_of(request)
     runtime = state.store.current
-    state.pipeline.authenticate(runtime, request)
+    tenant = state.pipeline.authenticate(runtime, request)
     name = request.path_params["model"]
     if name not in messages_models(runtime):
         raise ModelNotFound(f"model: {echoed(name)}", param="model")
+    if tenant.models is not None:
+        allow_model(tenant, name)
     return json_response(model_object(name))
 
 

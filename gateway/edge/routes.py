@@ -17,6 +17,7 @@ from gateway.base.echo import echoed
 from gateway.base.errors import AuthenticationFailed, GatewayError, NotFound, PermissionDenied, RouteNotFound
 from gateway.base.headroom import Headroom
 from gateway.base.types import Tenant
+from gateway.config.auth import allow_model
 from gateway.core.request_ids import client_request_id, new_request_id
 from gateway.dashboard import session
 from gateway.fronts import chat, forwarded
@@ -51,17 +52,23 @@ async def passthrough(request: Request) -> Response:
 async def list_models(request: Request) -> Response:
     state = state_of(request)
     runtime = state.store.current
-    state.pipeline.authenticate(runtime, request)
-    data = [_model_object(name, route.provider_name) for name, (route, *_) in runtime.routes.items()]
+    allowed = state.pipeline.authenticate(runtime, request).models
+    data = [
+        _model_object(name, route.provider_name)
+        for name, (route, *_) in runtime.routes.items()
+        if allowed is None or name in allowed
+    ]
     return json_response({"object": "list", "data": data})
 
 
 async def retrieve_model(request: Request) -> Response:
     state = state_of(request)
     runtime = state.store.current
-    state.pipeline.authenticate(runtime, request)
+    tenant = state.pipeline.authenticate(runtime, request)
     name = request.path_params["model"]
     route = runtime.candidates(name)[0]
+    if tenant.models is not None:
+        allow_model(tenant, name)
     return json_response(_model_object(name, route.provider_name))
 
 

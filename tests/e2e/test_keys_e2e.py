@@ -210,3 +210,13 @@ def test_keys_budget_refuses_on_every_front(pair: Pair) -> None:
         return bool(shown["spend"]["today_usd"] != "0.000000000")
 
     assert until(spent, deadline=15)  # the cost event is written in the background
+
+
+def test_keys_model_lists_show_the_allowed_models(pair: Pair) -> None:
+    secret = pair.create(models=["gpt-5.4", "claude-sonnet-4-5"])["secret"]
+    listed = [model.id for model in openai_client(pair.a, secret).models.list()]
+    assert sorted(listed) == ["claude-sonnet-4-5", "gpt-5.4"]
+    with pytest.raises(openai.PermissionDeniedError):
+        openai_client(pair.a, secret).models.retrieve("small")
+    claude = anthropic.Anthropic(base_url=pair.a, api_key=secret, max_retries=0)
+    assert [model.id for model in claude.models.list()] == ["claude-sonnet-4-5"]
