@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -16,7 +17,17 @@ from redis.asyncio.cluster import RedisCluster
 from gateway.base.errors import BudgetExceeded
 from gateway.core.cache import RedisCache
 from gateway.edge.lifespan import redis_client
-from gateway.ledger import BudgetConfig, Budgets, CostEvent, Ledger, LedgerKeys, LedgerReader, Period
+from gateway.keys.store import KeyStore
+from gateway.ledger import (
+    BudgetConfig,
+    Budgets,
+    CostEvent,
+    KeyBudget,
+    Ledger,
+    LedgerKeys,
+    LedgerReader,
+    Period,
+)
 from gateway.ledger.period import day_of
 from gateway.ledger.reply import integer
 from gateway.sampling.keys import SamplingKeys
@@ -118,6 +129,33 @@ async def test_cluster_budgets_reserve_refuse_and_settle(
             assert await budgets.reserve(tenant, f"{tenant}-4", 1_000) is not None
             with pytest.raises(BudgetExceeded):
                 await budgets.reserve(tenant, f"{tenant}-5", 1_000)
+
+
+@pytest.mark.anyio
+async def test_cluster_managed_keys_and_their_budgets(
+    cluster: RedisCluster, tmp_path: Path, tenants: list[str]
+) -> None:
+    """Managed keys' records and version share a slot (one script changes both); a key's budget is held
+    with its tenant's and settled by the apply script, each on its tenant's node."""
+    store = KeyStore(cluster, prefix=f"gw-{uuid.uuid4().hex[:8]}")  # type: ignore[arg-type]
+    now = time.time()
+    key, _ = await store.create(tenant=tenants[0], name="a", now=now)
+    await store.rotate(key.id, now=now, overlap_seconds=60)
+    await store.revoke(key.id, now=now)
+    version, found = await store.load()
+    assert version == 3 and found[0].status(now) == "revoked" and len(found[0].secrets) == 2
+    budgets = Budgets(cluster, budget_of=lambda name: None)  # type: ignore[arg-type]
+    key_budget = KeyBudget("key_0000c1a5", BudgetConfig(daily_usd="0.000002"))  # type: ignore[arg-type]
+    async with Ledger(cluster, spool_dir=tmp_path / "spool") as ledger:  # type: ignore[arg-type]
+        for tenant in tenants:
+            await budgets.reserve(tenant, f"{tenant}-0", 1_000, key_budget)
+            await budgets.reserve(tenant, f"{tenant}-1", 1_000, key_budget)
+            with pytest.raises(BudgetExceeded, match="key's daily budget"):
+                await budgets.reserve(tenant, f"{tenant}-2", 1_000, key_budget)
+            settled = event(tenant, 0, cost=500)
+            ledger.record(replace(settled, key_id=key_budget.key_id))
+            await ledger.drain()
+            assert await budgets.reserve(tenant, f"{tenant}-3", 500, key_budget) is not None
 
 
 @pytest.mark.anyio
