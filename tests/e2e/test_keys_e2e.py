@@ -172,6 +172,13 @@ def test_keys_cli_creates_a_key_the_gateways_accept(
     assert until(lambda: refused(pair.b, created["secret"]) is None, deadline=REVOCATION_DEADLINE)
     assert main(["keys", "list", "--tenant", pair.tenant, *common]) == 0
     assert created["id"] in capsys.readouterr().out
+    assert main(["keys", "show", created["id"], *common]) == 0
+    assert orjson.loads(capsys.readouterr().out)["tags"] == {"team": "cli"}
+    assert main(["keys", "rotate", created["id"], "--overlap-seconds", "0", *common]) == 0
+    rotated = orjson.loads(capsys.readouterr().out)
+    assert until(lambda: refused(pair.b, rotated["secret"]) is None, deadline=REVOCATION_DEADLINE)
+    assert "rotated" in (refused(pair.b, created["secret"]) or "")
+    created = rotated
     assert main(["keys", "revoke", created["id"], *common]) == 0
     capsys.readouterr()
     assert until(
