@@ -31,7 +31,7 @@ from gateway.commands.store import (
 from gateway.config.schema.root import GatewayConfig
 from gateway.config.settings import Settings
 from gateway.keys.record import ManagedKey
-from gateway.keys.request import new_key_of
+from gateway.keys.request import create_key, new_key_of
 from gateway.keys.store import KeyStore
 
 
@@ -47,6 +47,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     create.add_argument("--daily-usd", type=Decimal, help="the key's daily budget in USD")
     create.add_argument("--monthly-usd", type=Decimal, help="the key's monthly budget in USD")
     create.add_argument("--soft-budget", action="store_true", help="the budget only warns (not hard)")
+    create.add_argument("--requests-per-minute", type=int, help="the key's own rate limit of requests")
+    create.add_argument("--tokens-per-minute", type=int, help="the key's own rate limit of tokens")
+    create.add_argument("--usd-per-minute", type=Decimal, help="the key's own rate limit of dollars")
     listed = actions.add_parser("list", help="list keys (never their secrets)")
     listed.add_argument("--tenant", help="only this tenant's keys")
     listed.add_argument("--json", action="store_true", help="print JSON rather than a table")
@@ -108,17 +111,15 @@ async def _create(
     if args.daily_usd is not None or args.monthly_usd is not None:
         budget = {"daily_usd": args.daily_usd, "monthly_usd": args.monthly_usd, "hard": not args.soft_budget}
         body["budget"] = {name: value for name, value in budget.items() if value is not None}
+    limits = {
+        "requests_per_minute": args.requests_per_minute,
+        "tokens_per_minute": args.tokens_per_minute,
+        "usd_per_minute": args.usd_per_minute,
+    }
+    if any(value is not None for value in limits.values()):
+        body["rate_limits"] = {name: value for name, value in limits.items() if value is not None}
     asked = new_key_of(orjson.dumps(body, default=str), config, now=now)
-    return await store.create(
-        tenant=asked.tenant,
-        name=asked.name,
-        now=now,
-        expires_at=asked.expiry(),
-        models=asked.models,
-        tags=tuple(sorted(asked.tags.items())),
-        budget=None if asked.budget is None else asked.budget.model_dump(mode="json", exclude_none=True),
-        rate_limits=asked.rate_limits,
-    )
+    return await create_key(store, asked, now=now)
 
 
 def _tags(pairs: list[str]) -> dict[str, str]:

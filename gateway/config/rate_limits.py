@@ -60,20 +60,31 @@ RateBook = Mapping[str, TenantLimits]
 """By tenant name: only the tenants with some rate limit, of theirs or of a key."""
 
 
-def limits_for(book: RateBook, tenant: str, key_id: str, model: str) -> Applicable | None:
-    """The limits a request of ``tenant``'s key ``key_id`` for ``model`` counts against; None: none."""
+def limits_for(
+    book: RateBook,
+    tenant: str,
+    key_id: str,
+    model: str,
+    *,
+    managed: Scoped | None = None,
+    fails_open: bool = False,
+) -> Applicable | None:
+    """The limits a request of ``tenant``'s key ``key_id`` for ``model`` counts against; None: none.
+    ``managed``: the limits of a key kept outside the config (``gateway.keys``), which the book does not
+    hold; ``fails_open``: the tenant's choice for them when the book has no entry for the tenant."""
     limits = book.get(tenant)
-    if limits is None:
+    if limits is None and managed is None:
         return None
     sets: list[tuple[str, LimitSet]] = []
-    if limits.tenant is not None:
+    if limits is not None and limits.tenant is not None:
         sets.extend(_of(limits.tenant, "", model))
-    key = limits.keys.get(key_id)
+    key = managed if managed is not None else limits.keys.get(key_id) if limits is not None else None
     if key is not None:
         sets.extend(_of(key, f"key:{key_id}", model))
     if not sets:
         return None
-    return Applicable(tenant=tenant, sets=tuple(sets), fails_open=limits.fails_open)
+    opens = limits.fails_open if limits is not None else fails_open
+    return Applicable(tenant=tenant, sets=tuple(sets), fails_open=opens)
 
 
 def _of(scoped: Scoped, scope: str, model: str) -> list[tuple[str, LimitSet]]:

@@ -18,7 +18,7 @@ from starlette.requests import Request
 
 from gateway.base.errors import RateLimited
 from gateway.base.record import RequestRecord
-from gateway.config.rate_limits import limits_for
+from gateway.config.rate_limits import Scoped, fails_open, limits_for
 from gateway.config.runtime import Runtime
 from gateway.core.body import headers_of
 from gateway.ratelimits.limiter import RATE_HOLD, Demand, RateLimiter
@@ -37,13 +37,25 @@ async def admit(
     max_cost_nanos: Callable[[], int],
     *,
     output: bool = True,
+    key_limits: Scoped | None = None,
 ) -> Callable[[], int]:
     """Hold the request on its rate limits; raises ``RateLimited`` (429) or ``ServiceUnavailable`` (503).
     Returns ``max_cost_nanos``, computed once when a dollar limit needed it, for the budget's hold.
-    ``output=False``: a call that produces no tokens (embeddings)."""
+    ``output=False``: a call that produces no tokens (embeddings); ``key_limits``: a managed key's own
+    (``gateway.keys``), which the config's book does not hold."""
     assert record.tenant is not None and record.requested_model is not None
+    tenant = record.tenant.name
+    opens = False
+    if key_limits is not None and tenant not in runtime.rate_limits:  # the tenant's choice, from its config
+        config = runtime.config.tenants.get(tenant)
+        opens = config is not None and fails_open(config)
     applicable = limits_for(
-        runtime.rate_limits, record.tenant.name, record.tenant.key_id, record.requested_model
+        runtime.rate_limits,
+        tenant,
+        record.tenant.key_id,
+        record.requested_model,
+        managed=key_limits,
+        fails_open=opens,
     )
     if applicable is None or trusted_probe(
         headers_of(request), tenant=record.tenant.name, config=runtime.config.sampling

@@ -13,7 +13,7 @@ from gateway.base.errors import NotFound
 from gateway.edge.routes import json_response, require_admin, state_of
 from gateway.keys.live import ManagedKeys
 from gateway.keys.record import ManagedKey
-from gateway.keys.request import new_key_of, rotation_of
+from gateway.keys.request import create_key, new_key_of, rotation_of
 from gateway.keys.spend import key_spend
 
 
@@ -32,16 +32,7 @@ def admin_keys_router() -> APIRouter:
     async def create(request: Request) -> Response:
         keys, now = _keys(request), time.time()
         asked = new_key_of(await request.body(), state_of(request).store.current.config, now=now)
-        key, secret = await keys.store.create(
-            tenant=asked.tenant,
-            name=asked.name,
-            now=now,
-            expires_at=asked.expiry(),
-            models=asked.models,
-            tags=tuple(sorted(asked.tags.items())),
-            budget=None if asked.budget is None else asked.budget.model_dump(mode="json", exclude_none=True),
-            rate_limits=asked.rate_limits,
-        )
+        key, secret = await create_key(keys.store, asked, now=now)
         await keys.refresh()
         return _with_secret(key, secret, now, status_code=201)
 

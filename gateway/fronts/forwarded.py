@@ -46,9 +46,17 @@ async def embeddings(pipeline: Pipeline, request: Request) -> Response:
             return max(max_cost_nanos(route.model, len(raw), body, output=False) for route in candidates)
 
         max_cost: Callable[[], int] = ceiling
-        if runtime.rate_limits:  # empty unless some tenant or key has rate limits
+        if runtime.rate_limits or record.tenant.managed:  # empty unless some tenant or key has limits
             max_cost = await rate_limits.admit(
-                pipeline.rate_limiter, runtime, request, record, len(raw), {}, max_cost, output=False
+                pipeline.rate_limiter,
+                runtime,
+                request,
+                record,
+                len(raw),
+                {},
+                max_cost,
+                output=False,
+                key_limits=pipeline.key_limits(record.tenant),
             )
         await hold.take(runtime, record, headers_of(request), max_cost)
         exchange = await send(

@@ -24,8 +24,10 @@ from redis.exceptions import RedisError
 
 from gateway.base.errors import AuthenticationFailed
 from gateway.base.types import Tenant
+from gateway.config.rate_limits import Scoped, scoped_of
 from gateway.config.schema.keys import KeysConfig
 from gateway.config.schema.ledger import BudgetConfig
+from gateway.config.schema.rate_limits import RateLimitsConfig
 from gateway.keys.record import ManagedKey, iso
 from gateway.keys.store import KeyStore
 
@@ -42,6 +44,7 @@ class ManagedKeys:
         self._clock = clock
         self._by_digest: dict[str, _Entry] = {}
         self._budgets: dict[str, BudgetConfig] = {}
+        self._limits: dict[str, Scoped] = {}
         self.version: int | None = None
         self._task: asyncio.Task[None] | None = None
         self._failing = False
@@ -82,8 +85,17 @@ class ManagedKeys:
         self._budgets = {
             key.id: BudgetConfig.model_validate(key.budget) for key in keys if key.budget is not None
         }
+        self._limits = {
+            key.id: scoped_of(RateLimitsConfig.model_validate(key.rate_limits))
+            for key in keys
+            if key.rate_limits is not None
+        }
         self.version = version
         return True
+
+    def limits_of(self, key_id: str) -> Scoped | None:
+        """The rate limits of a managed key by its id; None for a key without any."""
+        return self._limits.get(key_id)
 
     def budget_of(self, key_id: str) -> BudgetConfig | None:
         """The budget of a managed key by its id; None for a key without one, or a config key."""
@@ -105,7 +117,7 @@ class ManagedKeys:
             if settings.managed:
                 await self._poll()
             elif self.version is not None:  # switched off by a reload: forget them
-                self._by_digest, self._budgets, self.version = {}, {}, None
+                self._by_digest, self._budgets, self._limits, self.version = {}, {}, {}, None
             await asyncio.sleep(settings.refresh_seconds)
 
     async def _poll(self) -> None:

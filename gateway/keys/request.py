@@ -7,13 +7,16 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import orjson
-from pydantic import Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from gateway.base.errors import InvalidRequest
 from gateway.config.schema.base import Strict
 from gateway.config.schema.ledger import BudgetConfig
+from gateway.config.schema.rate_limits import RateLimitsConfig
 from gateway.config.schema.root import GatewayConfig
 from gateway.config.schema.tenants import _checked_tags
+from gateway.keys.record import ManagedKey
+from gateway.keys.store import KeyStore
 
 MAX_BODY_BYTES = 64 * 1024
 
@@ -30,12 +33,19 @@ class NewKey(Strict):
     models: tuple[str, ...] | None = Field(
         default=None, description="the models the key may ask for; unset: every model the tenant may"
     )
-    rate_limits: dict[str, Any] | None = Field(
-        default=None, description="as a key's rate_limits in the config"
+    rate_limits: RateLimitsConfig | None = Field(
+        default=None, description="as a key's rate_limits in the config (on_redis_down is the tenant's)"
     )
     tags: dict[str, str] = Field(default_factory=dict, description="default cost tags of the key's requests")
 
     _tags = field_validator("tags")(_checked_tags)
+
+    @field_validator("rate_limits")
+    @classmethod
+    def _tenant_decides_redis_down(cls, value: RateLimitsConfig | None) -> RateLimitsConfig | None:
+        if value is not None and value.on_redis_down is not None:
+            raise ValueError("on_redis_down is the tenant's to set (its rate_limits or budget), not a key's")
+        return value
 
     def expiry(self) -> float | None:
         if self.expires_at is None:
@@ -60,16 +70,37 @@ def new_key_of(raw: bytes, config: GatewayConfig, *, now: float) -> NewKey:
         raise InvalidRequest(
             f"Unknown models in the allow-list: {', '.join(unknown)}.", param="models", code="unknown_model"
         )
-    if key.rate_limits is not None:
+    limited = [
+        model for model in (key.rate_limits.models if key.rate_limits else {}) if model not in config.models
+    ]
+    if limited:
         raise InvalidRequest(
-            "Rate limits on managed keys are not available in this version; leave rate_limits out.",
+            f"Unknown models in rate_limits.models: {', '.join(limited)}.",
             param="rate_limits",
-            code="rate_limits_unavailable",
+            code="unknown_model",
         )
     expiry = key.expiry()
     if expiry is not None and expiry <= now:
         raise InvalidRequest("expires_at is in the past.", param="expires_at")
     return key
+
+
+async def create_key(store: KeyStore, asked: NewKey, *, now: float) -> tuple[ManagedKey, str]:
+    """The key a checked request asks for, stored; with its secret (shown once)."""
+    return await store.create(
+        tenant=asked.tenant,
+        name=asked.name,
+        now=now,
+        expires_at=asked.expiry(),
+        models=asked.models,
+        tags=tuple(sorted(asked.tags.items())),
+        budget=_json(asked.budget),
+        rate_limits=_json(asked.rate_limits),
+    )
+
+
+def _json(block: BaseModel | None) -> dict[str, Any] | None:
+    return None if block is None else block.model_dump(mode="json", exclude_none=True)
 
 
 def rotation_of(raw: bytes) -> Rotation:

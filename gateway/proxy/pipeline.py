@@ -24,7 +24,8 @@ from gateway.base.background import Background
 from gateway.base.errors import ClientClosedRequest, GatewayError, UpstreamError
 from gateway.base.record import NO_ACTION, Observer, RequestRecord, notify, notify_soon
 from gateway.base.types import Tenant
-from gateway.config.auth import ManagedLookup, presented_key
+from gateway.config.auth import presented_key
+from gateway.config.rate_limits import Scoped
 from gateway.config.reload import ConfigStore
 from gateway.config.runtime import Runtime
 from gateway.config.schema.root import prompt_cache_of
@@ -46,6 +47,7 @@ from gateway.core.transforms import CompressorTransforms
 from gateway.experiments.live import Experiments
 from gateway.experiments.notes import NEW_CONVERSATION
 from gateway.experiments.trouble import ErrorCount
+from gateway.keys.live import ManagedKeys
 from gateway.ledger import Budgets
 from gateway.proxy.precompress import precompress_after
 from gateway.ratelimits.limiter import RateLimiter
@@ -81,7 +83,7 @@ class Pipeline:
         conversations: ConversationStore | None = None,
         experiment_errors: ErrorCount | None = None,
         tracing: bool = False,
-        managed_keys: ManagedLookup | None = None,
+        managed_keys: ManagedKeys | None = None,
     ) -> None:
         self.store = store
         self.managed_keys = managed_keys
@@ -126,6 +128,12 @@ class Pipeline:
     def authenticate(self, runtime: Runtime, request: Request) -> Tenant:
         managed = self.managed_keys if runtime.config.keys.managed else None
         return runtime.keyring.resolve(presented_key(headers_of(request)), managed)
+
+    def key_limits(self, tenant: Tenant) -> Scoped | None:
+        """A managed key's own rate limits (the config's book holds only the config's keys')."""
+        if not tenant.managed or self.managed_keys is None:
+            return None
+        return self.managed_keys.limits_of(tenant.key_id)
 
     def begin(self, request: Request, endpoint: str) -> RequestRecord:
         headers = headers_of(request)
@@ -181,14 +189,23 @@ class Pipeline:
             cache = prompt_cache_of(runtime.config, model)
             return cache_facts(looked.recalled, looked.chain, model=model, cache=cache, now_ms=now_ms())
 
+        caller = record.tenant
+
         async def admit(tokens: int, decision: Decision | None) -> None:
             def ceiling() -> int:
                 return ceiling_nanos(runtime, model, decision, tokens, caps, tools)
 
             max_cost: Callable[[], int] = ceiling
-            if runtime.rate_limits:  # empty unless some tenant or key has rate limits
+            if runtime.rate_limits or caller.managed:  # empty unless some tenant or key has limits
                 max_cost = await rate_limits.admit(
-                    self.rate_limiter, runtime, request, record, tokens, caps, max_cost
+                    self.rate_limiter,
+                    runtime,
+                    request,
+                    record,
+                    tokens,
+                    caps,
+                    max_cost,
+                    key_limits=self.key_limits(caller),
                 )
             await hold.take(runtime, record, headers_of(request), max_cost)
             if record.note(NEW_CONVERSATION) is not None:  # a split's first turn: its arm is kept from now on

@@ -165,15 +165,15 @@ def test_keys_cli_creates_a_key_the_gateways_accept(
     pair: Pair, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     common = ["--config", str(pair.config), "--redis-url", pair.redis_url]
-    assert (
-        main(["keys", "create", "--tenant", pair.tenant, "--name", "cli", "--tag", "team=cli", *common]) == 0
-    )
+    create = ["keys", "create", "--tenant", pair.tenant, "--name", "cli", "--tag", "team=cli"]
+    assert main([*create, "--requests-per-minute", "100", *common]) == 0
     created = orjson.loads(capsys.readouterr().out)
     assert until(lambda: refused(pair.b, created["secret"]) is None, deadline=REVOCATION_DEADLINE)
     assert main(["keys", "list", "--tenant", pair.tenant, *common]) == 0
     assert created["id"] in capsys.readouterr().out
     assert main(["keys", "show", created["id"], *common]) == 0
-    assert orjson.loads(capsys.readouterr().out)["tags"] == {"team": "cli"}
+    shown = orjson.loads(capsys.readouterr().out)
+    assert shown["tags"] == {"team": "cli"} and shown["rate_limits"]["requests_per_minute"] == 100
     assert main(["keys", "rotate", created["id"], "--overlap-seconds", "0", *common]) == 0
     rotated = orjson.loads(capsys.readouterr().out)
     assert until(lambda: refused(pair.b, rotated["secret"]) is None, deadline=REVOCATION_DEADLINE)
@@ -227,3 +227,28 @@ def test_keys_model_lists_show_the_allowed_models(pair: Pair) -> None:
         openai_client(pair.a, secret).models.retrieve("small")
     claude = anthropic.Anthropic(base_url=pair.a, api_key=secret, max_retries=0)
     assert [model.id for model in claude.models.list()] == ["claude-sonnet-4-5"]
+
+
+def test_keys_rate_limits_of_a_managed_key(pair: Pair) -> None:
+    """A managed key's own limit, counted across both processes (the tenant has none): its second request
+    in the minute, through the other process, gets 429 and the SDK's RateLimitError; another key of the
+    tenant is not counted."""
+    limited = pair.create(rate_limits={"requests_per_minute": 1})
+    secret = limited["secret"]
+    assert until(lambda: knows(pair.b, secret), deadline=REVOCATION_DEADLINE)  # a model list is not limited
+    assert chat(pair.a, secret)
+    with pytest.raises(openai.RateLimitError) as refused_429:
+        chat(pair.b, secret)
+    assert refused_429.value.response.headers["x-ratelimit-limit-requests"] == "1"
+    assert chat(pair.a, pair.create()["secret"])
+    shown = httpx.get(f"{pair.a}/admin/keys/{limited['id']}", headers=ADMIN).json()
+    assert shown["rate_limits"] == {"requests_per_minute": 1, "models": {}}
+
+
+def knows(url: str, secret: str) -> bool:
+    """Whether the process at ``url`` accepts ``secret`` (asked with a model list, which no limit counts)."""
+    try:
+        openai_client(url, secret).models.list()
+    except openai.AuthenticationError:
+        return False
+    return True

@@ -27,12 +27,14 @@ def test_keys_request_takes_a_full_key() -> None:
             models=["gpt-5.4"],
             budget={"daily_usd": "5"},
             tags={"team": "search"},
+            rate_limits={"requests_per_minute": 60, "models": {"gpt-5.4": {"tokens_per_minute": 1000}}},
         ),
         CONFIG,
         now=NOW,
     )
     assert key.expiry() == 1_806_451_200.0  # no zone: UTC
     assert key.models == ("gpt-5.4",) and key.budget is not None and key.tags == {"team": "search"}
+    assert key.rate_limits is not None and key.rate_limits.requests_per_minute == 60
 
 
 @pytest.mark.parametrize(
@@ -44,7 +46,9 @@ def test_keys_request_takes_a_full_key() -> None:
         ({"tags": {"bad key": "x"}}, None, "tags"),
         ({"budget": {"hard": True}}, None, "budget"),
         ({"secret": "mine"}, None, "secret"),
-        ({"rate_limits": {"requests_per_minute": 10}}, "rate_limits_unavailable", "rate_limits"),
+        ({"rate_limits": {"models": {"gpt-9": {"requests_per_minute": 1}}}}, "unknown_model", "rate_limits"),
+        ({"rate_limits": {"requests_per_minute": 1, "on_redis_down": "open"}}, None, "rate_limits"),
+        ({"rate_limits": {}}, None, "rate_limits"),
     ],
 )
 def test_keys_request_refusals(body: dict[str, Any], code: str | None, param: str) -> None:

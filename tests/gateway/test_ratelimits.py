@@ -14,7 +14,7 @@ from gateway.base.errors import RateLimited, ServiceUnavailable
 from gateway.base.headroom import duration, moment
 from gateway.base.record import RequestRecord
 from gateway.base.types import Tenant, Usage
-from gateway.config.rate_limits import Applicable, LimitSet, limits_for, rate_book
+from gateway.config.rate_limits import Applicable, LimitSet, Scoped, limits_for, rate_book
 from gateway.config.schema.root import GatewayConfig
 from gateway.ratelimits.limiter import RATE_HOLD, Demand, RateHold, RateLimiter
 from gateway.ratelimits.settler import RateSettler
@@ -404,3 +404,21 @@ async def test_ratelimits_settlements_ending_together_go_in_one_script_per_tenan
     hold = await limits.admit(applicable, Demand(tokens=0, nanos=0))
     assert hold.headroom is not None and hold.headroom.tokens is not None
     assert hold.headroom.tokens.remaining == 1000 - 4 * 50
+
+
+def test_ratelimits_limits_for_takes_a_managed_keys_limits() -> None:
+    """A managed key's limits (kept outside the config, so outside the book) count beside its tenant's;
+    for a tenant without limits of its own, the caller says whether they fail open."""
+    book = book_of(acme={"keys": [TENANT_KEY], "rate_limits": {"requests_per_minute": 10}})
+    managed = Scoped(own=LimitSet(requests=2), models={"small": LimitSet(tokens=100)})
+    both = limits_for(book, "acme", "key_0000abcd", "small", managed=managed)
+    assert both is not None
+    assert dict(both.sets) == {
+        "tenant": LimitSet(requests=10),
+        "key:key_0000abcd": LimitSet(requests=2),
+        "key:key_0000abcd:model:small": LimitSet(tokens=100),
+    }
+    alone = limits_for(book, "globex", "key_0000abcd", "gpt-5.4", managed=managed, fails_open=True)
+    assert alone is not None and dict(alone.sets) == {"key:key_0000abcd": LimitSet(requests=2)}
+    assert alone.fails_open
+    assert limits_for(book, "globex", "key_0000abcd", "gpt-5.4") is None
