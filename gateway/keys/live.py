@@ -8,6 +8,9 @@ differently on a Redis Cluster (sharded channels); and four GETs a second per pr
 A revoked key is therefore refused by every worker of every instance within ``refresh_seconds`` plus one
 read. The process that made a change reads it at once (``refresh``), so its own next request sees it.
 
+The copy also holds each key's budget and rate limits, parsed once per change, for the budget hold and the
+rate limiter (``budget_of``, ``limits_of``).
+
 While ``keys.managed`` is off the loop only sleeps: no Redis call, and authentication never looks here.
 When Redis cannot be read, the last copy stays in force (a revocation made meanwhile waits for Redis).
 """
