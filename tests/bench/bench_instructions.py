@@ -41,6 +41,12 @@ def main() -> None:
     parser.add_argument("--transport", default="aiohttp")
     parser.add_argument("--experiment", default="none")
     parser.add_argument(
+        "--rate-limits",
+        choices=("off", "on"),
+        default="off",
+        help="on: the tenant has rate limits (bench_proxy's)",
+    )
+    parser.add_argument(
         "--profile", help="keep the callgrind dumps as PROFILE-{mode}.out (callgrind_annotate)"
     )
     args = parser.parse_args()
@@ -56,7 +62,10 @@ def main() -> None:
     if "bare" in counts and "gateway" in counts:
         for mode, floor in counts["bare"].items():
             print(f"gateway/floor {mode}: {counts['gateway'][mode] / floor:.2f}x")
-    print(f"api: {args.api}; requests per mode: {args.requests}; experiment: {args.experiment}")
+    print(
+        f"api: {args.api}; requests per mode: {args.requests}; experiment: {args.experiment}; "
+        f"rate limits: {args.rate_limits}"
+    )
 
 
 def run_target(target: str, args: argparse.Namespace) -> dict[str, float]:
