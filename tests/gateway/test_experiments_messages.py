@@ -14,6 +14,9 @@ import orjson
 import pytest
 import respx
 
+from gateway.experiments.split import conversation_key
+from gateway.fronts.messages.front import MESSAGES
+from gateway.sampling.decide import sample_fraction
 from tests.factories import TENANT_KEY, gateway_client
 from tests.gateway.test_experiments_shadow import ledger, pairs_of, wait_for
 from tests.gateway.test_messages_pipeline import CLAUDE, config
@@ -135,11 +138,21 @@ def test_a_split_keeps_each_claude_conversation_on_one_model(
     claude = Claude()
     router.post(f"{CLAUDE}/messages").mock(side_effect=claude)
     models: dict[int, set[str]] = {}
+    expected: dict[int, str] = {}
+    for number in range(1_000):  # five conversations the split sends each way (the names are random)
+        opening = {"model": "claude-sonnet-4-5", "messages": [opening_message(number, name)]}
+        conversation = conversation_key(tenant, opening, MESSAGES.messages(opening))
+        to_candidate = sample_fraction(f"{name}\x00{conversation}") < 0.5
+        model = "claude-haiku-4-5" if to_candidate else "claude-sonnet-4-5"
+        if list(expected.values()).count(model) < 5:
+            expected[number] = model
+        if len(expected) == 10:
+            break
     with gateway_client(
         tmp_path, redis_url, router, config=with_experiment(tenant, name, mode="split", sample_rate=0.5)
     ) as client:
-        for number in range(10):
-            messages: list[dict[str, Any]] = [{"role": "user", "content": f"conversation {number} of {name}"}]
+        for number in expected:
+            messages: list[dict[str, Any]] = [opening_message(number, name)]
             for turn in range(2):
                 body = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": messages}
                 response = client.post("/v1/messages", json=body, headers=HEADERS)
@@ -150,8 +163,11 @@ def test_a_split_keeps_each_claude_conversation_on_one_model(
                 models.setdefault(number, set()).add(model)
                 answer = {"role": "assistant", "content": response.json()["content"]}
                 messages = [*messages, answer, {"role": "user", "content": f"turn {turn}"}]
-    assert all(len(seen) == 1 for seen in models.values())
-    assert {model for seen in models.values() for model in seen} == {"claude-sonnet-4-5", "claude-haiku-4-5"}
+    assert models == {number: {model} for number, model in expected.items()}  # each kept on its arm
+
+
+def opening_message(number: int, name: str) -> dict[str, Any]:
+    return {"role": "user", "content": f"conversation {number} of {name}"}
 
 
 def test_an_experiment_whose_candidate_speaks_another_api_leaves_messages_alone(
