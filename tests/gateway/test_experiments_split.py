@@ -19,6 +19,7 @@ from gateway.config.schema.experiments import ExperimentConfig
 from gateway.experiments.split import NewConversation, assign, conversation_key, fresh_arm, remember
 from gateway.experiments.store import ExperimentKeys
 from gateway.experiments.trouble import kind_of
+from gateway.sampling.decide import sample_fraction
 from tests.factories import UPSTREAM, chat_body, completion, gateway_client, make_config
 from tests.gateway.experiment_factories import NOW_MS
 
@@ -64,10 +65,19 @@ def test_every_turn_of_a_conversation_stays_on_the_model_it_started_on(
             200, json=completion(model=orjson.loads(request.content)["model"])
         )
     )
+    expected: dict[str, str] = {}
+    for number in range(1_000):  # six conversations the split sends each way (the name is random)
+        opening = f"conversation {number} {name}"
+        first = conversation(opening, 1)[0]
+        key = conversation_key("acme", chat_body(messages=first), first)
+        model = "gpt-5.2" if sample_fraction(f"{name}\x00{key}") < 0.5 else "gpt-5.4"
+        if list(expected.values()).count(model) < 6:
+            expected[opening] = model
+        if len(expected) == 12:
+            break
     arms: dict[str, set[str]] = {}
     with gateway_client(tmp_path, redis_url, router, config=split_config(name)) as client:
-        for number in range(12):
-            opening = f"conversation {number} {name}"
+        for opening in expected:
             for messages in conversation(opening, 3):
                 response = client.post("/v1/chat/completions", json=chat_body(messages=messages))
                 assert response.status_code == 200
@@ -75,8 +85,7 @@ def test_every_turn_of_a_conversation_stays_on_the_model_it_started_on(
                 experiment = response.headers["x-gateway-experiment"]
                 assert experiment == f"{name}; arm={'candidate' if model == 'gpt-5.2' else 'primary'}"
                 arms.setdefault(opening, set()).add(model)
-    assert all(len(models) == 1 for models in arms.values())  # never a change of model mid-way
-    assert {model for models in arms.values() for model in models} == {"gpt-5.4", "gpt-5.2"}
+    assert arms == {opening: {model} for opening, model in expected.items()}  # never a change mid-way
     sent = [orjson.loads(call.request.content)["model"] for call in route.calls]
     assert sent.count("gpt-5.2") == 3 * sum(1 for models in arms.values() if models == {"gpt-5.2"})
 
