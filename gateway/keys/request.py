@@ -14,7 +14,7 @@ from gateway.config.schema.base import Strict
 from gateway.config.schema.ledger import BudgetConfig
 from gateway.config.schema.rate_limits import RateLimitsConfig
 from gateway.config.schema.root import GatewayConfig
-from gateway.config.schema.tenants import _checked_tags
+from gateway.config.schema.tenants import _checked_tags, key_limits
 from gateway.keys.record import ManagedKey
 from gateway.keys.store import KeyStore
 
@@ -39,13 +39,7 @@ class NewKey(Strict):
     tags: dict[str, str] = Field(default_factory=dict, description="default cost tags of the key's requests")
 
     _tags = field_validator("tags")(_checked_tags)
-
-    @field_validator("rate_limits")
-    @classmethod
-    def _tenant_decides_redis_down(cls, value: RateLimitsConfig | None) -> RateLimitsConfig | None:
-        if value is not None and value.on_redis_down is not None:
-            raise ValueError("on_redis_down is the tenant's to set (its rate_limits or budget), not a key's")
-        return value
+    _limits = field_validator("rate_limits")(key_limits)
 
     def expiry(self) -> float | None:
         if self.expires_at is None:

@@ -33,7 +33,7 @@ from gateway.ledger.formats import (
 )
 from gateway.ledger.period import Period, iso_time
 from gateway.ledger.source import LedgerSource, TenantUsage
-from gateway.ledger.summary import GroupBy, basis_of, summarize, total
+from gateway.ledger.summary import GroupBy, SummaryRow, basis_of, summarize, total
 from gateway.ledger.summary import group_by as parse_group
 
 T = TypeVar("T")
@@ -98,15 +98,7 @@ def admin_router(
         if fmt == "csv":
             csv = encode_summary(rows, "csv", group_by=group)
             return StreamingResponse(csv, media_type=MEDIA_TYPES["csv"])
-        body = {
-            "object": "gateway.cost_summary",
-            "from": iso_time(period.start_ms),
-            "to": iso_time(period.end_ms),
-            "group_by": group,
-            "basis": basis_of(period, group),
-            "data": summary_rows(rows, group_by=group),
-            "total": counters_row(total(rows)),
-        }
+        body = summary_body("gateway.cost_summary", period, group, rows)
         return Response(orjson.dumps(body), media_type="application/json")
 
     return router
@@ -137,16 +129,7 @@ def tenant_router(
         found = get_tenant(request)
         tenant = await found if inspect.isawaitable(found) else found
         rows = await summarize(get_reader(request), tenants=[tenant.name], period=period, group_by=group)
-        body = {
-            "object": "gateway.usage_history",
-            "tenant": tenant.name,
-            "from": iso_time(period.start_ms),
-            "to": iso_time(period.end_ms),
-            "group_by": group,
-            "basis": basis_of(period, group),
-            "data": summary_rows(rows, group_by=group),
-            "total": counters_row(total(rows)),
-        }
+        body = summary_body("gateway.usage_history", period, group, rows, tenant=tenant.name)
         return Response(orjson.dumps(body), media_type="application/json")
 
     @router.get("/v1/gateway/usage")
@@ -157,6 +140,22 @@ def tenant_router(
         return Response(orjson.dumps(usage_body(usage)), media_type="application/json")
 
     return router
+
+
+def summary_body(
+    kind: str, period: Period, group: GroupBy, rows: list[SummaryRow], **extra: str
+) -> dict[str, object]:
+    """A summary's JSON: the period, how it was read, a row per group and the total."""
+    return {
+        "object": kind,
+        **extra,
+        "from": iso_time(period.start_ms),
+        "to": iso_time(period.end_ms),
+        "group_by": group,
+        "basis": basis_of(period, group),
+        "data": summary_rows(rows, group_by=group),
+        "total": counters_row(total(rows)),
+    }
 
 
 def usage_body(usage: TenantUsage) -> dict[str, object]:

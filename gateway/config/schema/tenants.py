@@ -32,6 +32,13 @@ def _checked_tags(value: dict[str, str]) -> dict[str, str]:
         raise ValueError(str(exc)) from None
 
 
+def key_limits(value: RateLimitsConfig | None) -> RateLimitsConfig | None:
+    """A key's rate limits (in the config or managed by API): what to do with Redis down is the tenant's."""
+    if value is not None and value.on_redis_down is not None:
+        raise ValueError("on_redis_down is the tenant's to set (its rate_limits or budget), not a key's")
+    return value
+
+
 class TenantKey(_Strict):
     """A key with default cost tags or its own rate limits: ``{key: ${ACME_SEARCH_KEY}, tags: {team:
     search}, rate_limits: {requests_per_minute: 60}}``."""
@@ -46,13 +53,7 @@ class TenantKey(_Strict):
     )
 
     _tags = field_validator("tags")(_checked_tags)
-
-    @field_validator("rate_limits")
-    @classmethod
-    def _tenant_decides_redis_down(cls, value: RateLimitsConfig | None) -> RateLimitsConfig | None:
-        if value is not None and value.on_redis_down is not None:
-            raise ValueError("on_redis_down is the tenant's to set (its rate_limits or budget), not a key's")
-        return value
+    _limits = field_validator("rate_limits")(key_limits)
 
 
 class TenantConfig(_Strict):
