@@ -40,6 +40,7 @@ def main() -> None:
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--transport", default="aiohttp")
     parser.add_argument("--experiment", default="none")
+    parser.add_argument("--managed-keys", choices=("off", "on"), default="off", help="as bench_proxy's")
     parser.add_argument(
         "--rate-limits",
         choices=("off", "on"),

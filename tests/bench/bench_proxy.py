@@ -181,6 +181,12 @@ def main() -> None:
         help="on: the tenant has requests and tokens per minute limits it never reaches (each request "
         "admitted and settled in Redis)",
     )
+    parser.add_argument(
+        "--managed-keys",
+        choices=["off", "on"],
+        default="off",
+        help="on: keys managed by API are turned on (each process follows them from Redis)",
+    )
     args = parser.parse_args()
     if args.target != "both":
         run_target(args.target, args)
@@ -226,7 +232,8 @@ def run_target(target: str, args: argparse.Namespace) -> tuple[dict[str, Figures
                 )
                 print(
                     f"target: {target}; upstream transport: {args.transport}; api: {args.api}; "
-                    f"experiment: {args.experiment}; rate limits: {args.rate_limits}"
+                    f"experiment: {args.experiment}; rate limits: {args.rate_limits}; "
+                    f"managed keys: {args.managed_keys}"
                 )
                 return measured
 
@@ -247,6 +254,8 @@ def gateway_env(
         "context_window": 1_000_000,
         "pricing": {"input": "3.00", "cached_input": "0.30", "output": "15.00"},
     }
+    if args.managed_keys == "on":  # requests still use the config's key: what turning it on costs them
+        config["keys"] = {"managed": True}
     if args.rate_limits == "on":
         config["tenants"]["acme"]["rate_limits"] = {
             "requests_per_minute": 1_000_000_000,
