@@ -109,7 +109,7 @@ class RequestRecord:
     """The provider's own count of the prompt, when the gateway asked for it (near a line)."""
     counts_estimated: bool = False
     """The gateway's counts stand in for a tokenizer it does not have (Claude's): the unchanged request's
-    is priced on the provider's count (``metering.unchanged_input``)."""
+    is priced on the provider's count (``gateway.core.unchanged.unchanged_input``)."""
     usage: Usage | None = None
     cost_nanos: int | None = None
     """What the request's cost events add up to (its own call and its side calls), set by the ledger's

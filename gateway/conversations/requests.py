@@ -62,7 +62,7 @@ async def look_up_before(
 ) -> None:
     """Read the conversation's state as it was before this request (``notes.LOOKED``), once the
     request's count is known: a request going unchanged after the gateway rewrote the previous one is
-    priced on it (``gateway.core.metering.lost_cache``), and its new state carries the strategy on."""
+    priced on it (``gateway.core.unchanged.lost_cache``), and its new state carries the strategy on."""
     await plan.received()
     if record.note(LOOKED) is not None or plan.count is None or record.tenant is None:
         return
