@@ -330,28 +330,17 @@ async def _call_route(
         started = time.perf_counter()
         try:
             response = await _attempt(client, request, stream=stream)
-        except (RetryableStatus, httpx.TransportError) as exc:
-            if isinstance(exc, httpx.ReadTimeout):
-                attempts.timed_out.append(TimedOut(route, time.perf_counter() - started))
-            attempts.failures.append(AttemptFailure(route.public_model, route.provider_name, describe(exc)))
+        except (RetryableStatus, httpx.TransportError, UpstreamRejected) as exc:
+            if not isinstance(exc, UpstreamRejected):
+                if isinstance(exc, httpx.ReadTimeout):
+                    attempts.timed_out.append(TimedOut(route, time.perf_counter() - started))
+                failure = AttemptFailure(route.public_model, route.provider_name, describe(exc))
+                attempts.failures.append(failure)
             if attempts.log is not None:
-                attempts.log.append(_failed(route, started, exc))
-            raise
-        except UpstreamRejected as exc:
-            if attempts.log is not None:
-                attempts.log.append(_failed(route, started, exc))
+                attempts.log.append(_logged(route, started, exc))
             raise
         if attempts.log is not None:
-            attempts.log.append(
-                Attempt(
-                    route.public_model,
-                    route.upstream_model,
-                    route.provider_name,
-                    started,
-                    time.perf_counter(),
-                    response.status_code,
-                )
-            )
+            attempts.log.append(_logged(route, started, response.status_code))
         return Exchange(route, response, attempts.count, started)
 
     try:
@@ -372,14 +361,18 @@ async def _call_route(
     raise AssertionError("unreachable: tenacity re-raises the last failure")
 
 
-def _failed(route: Route, started: float, exc: Exception) -> Attempt:
-    """A failed attempt, for a traced request: the upstream's status, else the transport error's class."""
+def _logged(route: Route, started: float, outcome: int | Exception) -> Attempt:
+    """An attempt as a traced request keeps it: the answer's status, or for a failure the upstream's
+    status, else the transport error's class."""
+    status, error = (outcome, None) if isinstance(outcome, int) else _failure_of(outcome)
+    model, provider, ended = route.upstream_model, route.provider_name, time.perf_counter()
+    return Attempt(route.public_model, model, provider, started, ended, status, error)
+
+
+def _failure_of(exc: Exception) -> tuple[int, str]:
     rejected = exc.rejected if isinstance(exc, RetryableStatus) else exc
     status = rejected.status_code if isinstance(rejected, UpstreamRejected) else 0
-    error = str(status) if status else type(exc).__name__
-    ended = time.perf_counter()
-    model, provider = route.upstream_model, route.provider_name
-    return Attempt(route.public_model, model, provider, started, ended, status, error)
+    return status, str(status) if status else type(exc).__name__
 
 
 async def _attempt(client: httpx.AsyncClient, request: httpx.Request, *, stream: bool) -> httpx.Response:
