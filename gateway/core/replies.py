@@ -13,12 +13,13 @@ from typing import Any, Protocol
 
 import anyio
 import httpx
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from gateway.base.headroom import OPENAI_PREFIX
 from gateway.base.record import RequestRecord
 from gateway.base.types import Usage
 from gateway.core.body import json_object
+from gateway.core.relay_response import RelayResponse
 from gateway.core.streaming import ChatStreamReader
 from gateway.core.usage_report import rewrite_answer
 from gateway.money.usage import usage_from_openai
@@ -154,7 +155,7 @@ def relay(
     reader: ChatStreamReader,
     tally: LogprobTally | None,
     done: Callable[[], None],
-) -> StreamingResponse:
+) -> RelayResponse:
     """Relay the upstream's stream as it arrives. Whatever ends it (the end, a broken upstream, a client
     that went away) the upstream call is closed and ``done`` runs with what was learnt."""
     upstream = exchange.response
@@ -182,7 +183,7 @@ def relay(
                 summary.apply(record)
             done()
 
-    return StreamingResponse(
+    return RelayResponse(
         body(),
         status_code=upstream.status_code,
         media_type=upstream.headers.get("content-type", "text/event-stream"),

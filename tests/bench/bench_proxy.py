@@ -99,8 +99,9 @@ async def measure(
         spy = None
         if profile:
             out = f"{profile}-{'stream' if stream else 'plain'}.txt"
+            spy_args = ["record", "-r", "400", "-f", "raw", "-o", out, "-d", str(int(seconds))]
             spy = subprocess.Popen(
-                ["py-spy", "record", "-p", str(gateway_pid), "-d", str(int(seconds)), "-f", "raw", "-o", out],
+                ["py-spy", *spy_args, "-p", str(gateway_pid)],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
@@ -158,7 +159,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--transport", choices=["aiohttp", "httpx"], default="aiohttp")
-    parser.add_argument("--profile", help="record py-spy raw stacks to PROFILE-{plain,stream}.txt")
+    parser.add_argument(
+        "--profile", help="record py-spy raw stacks (400 samples a second) to PROFILE-{plain,stream}.txt"
+    )
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--api", choices=list(PATHS), default="chat")
     parser.add_argument(

@@ -17,13 +17,14 @@ from typing import Any
 
 import httpx
 import orjson
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from gateway.base.headroom import ANTHROPIC_PREFIX, OPENAI_PREFIX
 from gateway.base.record import RequestRecord
 from gateway.base.types import Usage
 from gateway.core import replies
 from gateway.core.body import json_object
+from gateway.core.relay_response import RelayResponse
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.fronts.messages.stream import MessagesStreamReader, blocks_answer, finish_reason_of
 from gateway.money.anthropic_usage import usage_from_anthropic
@@ -91,7 +92,7 @@ def relay(
     extra: Mapping[str, str],
     count_text: Callable[[str], int],
     done: Callable[[], None],
-) -> StreamingResponse:
+) -> RelayResponse:
     """Relay the upstream's events as they arrive. Whatever ends the stream (its end, a broken upstream,
     a client that went away), the upstream call is closed and ``done`` runs with what was learnt: a stream
     cut before its ``message_delta`` keeps ``message_start``'s input side (cache reads and writes) and
@@ -128,7 +129,7 @@ def relay(
                 record.put(ANSWER, blocks_answer(blocks, reader.stop_reason))
             done()
 
-    return StreamingResponse(
+    return RelayResponse(
         body(),
         status_code=upstream.status_code,
         media_type=upstream.headers.get("content-type", "text/event-stream"),

@@ -14,11 +14,12 @@ from typing import Any
 
 import anyio
 import httpx
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from gateway.base.record import RequestRecord
 from gateway.core import replies
 from gateway.core.body import json_object
+from gateway.core.relay_response import RelayResponse
 from gateway.core.usage_report import rewrite_event
 from gateway.experiments.notes import ANSWER, SHADOW_JOBS
 from gateway.fronts.responses.memory import Remember
@@ -48,7 +49,7 @@ async def complete(record: RequestRecord, exchange: Exchange, *, remember: Remem
 
 def relay(
     record: RequestRecord, exchange: Exchange, *, remember: Remember, done: Callable[[], None]
-) -> StreamingResponse:
+) -> RelayResponse:
     """Relay the upstream's events as they arrive. Whatever ends the stream, the upstream call is closed
     and ``done`` runs with what was learnt."""
     upstream = exchange.response
@@ -86,7 +87,7 @@ def relay(
                 record.put(ANSWER, answer_of(reader.response))
             done()
 
-    return StreamingResponse(
+    return RelayResponse(
         body(),
         status_code=upstream.status_code,
         media_type=upstream.headers.get("content-type", "text/event-stream"),
