@@ -27,6 +27,7 @@ from gateway.base.errors import UpstreamExhausted, UpstreamInvalidAnswer, Upstre
 from gateway.base.record import Attempt
 from gateway.config.runtime import Route
 from gateway.config.schema.root import ProviderConfig
+from gateway.upstream.extensions import WHOLE_BODY
 from gateway.upstream.failures import AttemptFailure, describe, key_refused, summarise
 from gateway.upstream.headers import upstream_headers
 
@@ -93,13 +94,14 @@ def default_client(provider: ProviderConfig, *, transport: str = "aiohttp") -> h
     limits = httpx.Limits(max_connections=provider.max_connections, max_keepalive_connections=64)
     if transport == "aiohttp":
         import aiohttp
-        from httpx_aiohttp import AiohttpTransport
+
+        from gateway.upstream.transport import UpstreamTransport
 
         def session() -> aiohttp.ClientSession:
             connector = aiohttp.TCPConnector(limit=provider.max_connections, keepalive_timeout=30)
             return aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar())
 
-        return UpstreamClient(transport=AiohttpTransport(client=session), timeout=timeout)
+        return UpstreamClient(transport=UpstreamTransport(client=session), timeout=timeout)
     return UpstreamClient(timeout=timeout, limits=limits)
 
 
@@ -244,7 +246,7 @@ async def send(
             _url(route.provider.base_url, path),
             headers=upstream_headers(route.provider, incoming_headers, content_type=content_type),
             content=body_for(route) if method != "GET" else None,
-            extensions={"timeout": client.timeout.as_dict()},
+            extensions={"timeout": client.timeout.as_dict(), WHOLE_BODY: not stream},
         )
         counter = _Attempts(attempts, timed_out, failures, attempt_log)
         try:

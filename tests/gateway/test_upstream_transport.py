@@ -1,0 +1,125 @@
+"""The upstream transport over aiohttp, against a real socket server: a whole answer read in one call, a
+stream as it comes, and a body that breaks off or stalls is the same httpx error either way (a read error
+of the attempt, which ``send`` retries)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from gateway.config.schema.root import ProviderConfig
+from gateway.upstream.calls import default_client
+from gateway.upstream.extensions import WHOLE_BODY
+from gateway.upstream.transport import UpstreamTransport
+
+pytestmark = pytest.mark.anyio
+
+BODY = b'{"id":"chatcmpl-1","object":"chat.completion","choices":[]}'
+
+
+OK = b"HTTP/1.1 200 OK\r\nconnection: close\r\n"
+JSON = b"content-type: application/json\r\n"
+PARTIAL = OK + JSON + b'content-length: 100\r\n\r\n{"id":'
+"""A head that promises 100 bytes, and the first few of them."""
+
+
+async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    length = next(int(line.split(b":", 1)[1]) for line in lines if line.lower().startswith(b"content-length"))
+    await reader.readexactly(length)
+    path = head.split(b" ", 2)[1]
+    if path == b"/v1/whole":
+        writer.write(OK + JSON + b"x-request-id: up-1\r\ncontent-length: %d\r\n\r\n%s" % (len(BODY), BODY))
+    elif path == b"/v1/chunked":
+        writer.write(OK + b"content-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+        for part in (b"data: 1\n\n", b"data: 2\n\n"):
+            writer.write(b"%x\r\n%s\r\n" % (len(part), part))
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+    elif path == b"/v1/cut":
+        writer.write(PARTIAL)
+    elif path == b"/v1/stall":
+        writer.write(PARTIAL)
+        await writer.drain()
+        await asyncio.sleep(5)
+    await writer.drain()
+    writer.close()
+
+
+@pytest.fixture
+async def base_url() -> AsyncIterator[str]:
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        yield f"http://127.0.0.1:{port}/v1"
+
+
+def client_for(base_url: str, read_timeout: float = 10.0) -> httpx.AsyncClient:
+    provider = ProviderConfig.model_validate({"base_url": base_url, "timeouts": {"read": read_timeout}})
+    client = default_client(provider, transport="aiohttp")
+    assert isinstance(client._transport, UpstreamTransport)
+    return client
+
+
+def request(client: httpx.AsyncClient, url: str, *, whole: bool) -> httpx.Request:
+    return httpx.Request(
+        "POST", url, content=b"{}", extensions={"timeout": client.timeout.as_dict(), WHOLE_BODY: whole}
+    )
+
+
+@pytest.mark.parametrize("whole", [True, False])
+async def test_an_answer_is_the_same_read_whole_or_as_a_stream(base_url: str, whole: bool) -> None:
+    client = client_for(base_url)
+    try:
+        for _ in range(3):  # the parsed URL and the timeout are kept: the same answer each time
+            response = await client.send(request(client, f"{base_url}/whole", whole=whole), stream=True)
+            assert await response.aread() == BODY
+            await response.aclose()
+            assert response.status_code == 200
+            assert response.headers["x-request-id"] == "up-1"
+            assert response.headers["content-type"] == "application/json"
+            assert response.extensions["reason_phrase"] == b"OK"
+    finally:
+        await client.aclose()
+
+
+async def test_a_stream_comes_in_its_chunks(base_url: str) -> None:
+    client = client_for(base_url)
+    try:
+        response = await client.send(request(client, f"{base_url}/chunked", whole=False), stream=True)
+        assert b"".join([chunk async for chunk in response.aiter_raw()]) == b"data: 1\n\ndata: 2\n\n"
+        await response.aclose()
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.parametrize("whole", [True, False])
+async def test_a_body_that_breaks_off_is_a_read_error(base_url: str, whole: bool) -> None:
+    client = client_for(base_url)
+    try:
+        with pytest.raises(httpx.ReadError):
+            response = await client.send(request(client, f"{base_url}/cut", whole=whole), stream=True)
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+    finally:
+        await client.aclose()
+
+
+@pytest.mark.parametrize("whole", [True, False])
+async def test_a_body_that_stalls_is_a_read_timeout(base_url: str, whole: bool) -> None:
+    client = client_for(base_url, read_timeout=0.3)
+    try:
+        with pytest.raises(httpx.TimeoutException):
+            response = await client.send(request(client, f"{base_url}/stall", whole=whole), stream=True)
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+    finally:
+        await client.aclose()
