@@ -3,6 +3,7 @@ through ``configure_logging``'s processors, and still seen by ``structlog.testin
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterator
 
@@ -63,3 +64,47 @@ def test_no_line_below_the_level_and_capture_logs_still_sees_it(
         RequestLog()(a_record())
     assert [entry["request_id"] for entry in captured if entry["event"] == "request"] == ["req_1"]
     assert capfdbinary.readouterr().out == b""
+
+
+class CountingOut:
+    """stdout's buffer as the request log sees it, counting flushes (each one a write to the terminal)."""
+
+    def __init__(self) -> None:
+        self.written = b""
+        self.flushed = b""
+        self.flushes = 0
+
+    def write(self, data: bytes) -> int:
+        self.written += data
+        return len(data)
+
+    def flush(self) -> None:
+        self.flushes += 1
+        self.flushed = self.written
+
+
+@pytest.mark.anyio
+async def test_the_lines_of_one_turn_of_the_loop_leave_in_one_flush_at_its_end() -> None:
+    configure_logging("info", "json")
+    out = CountingOut()
+    logs._LINES.out = out  # type: ignore[assignment]
+    log = RequestLog()
+    for _ in range(3):
+        log(a_record())
+    assert (out.flushes, out.flushed) == (0, b"")  # still this turn: nothing has left yet
+    await asyncio.sleep(0)
+    assert out.flushes == 1
+    assert [orjson.loads(line)["request_id"] for line in out.flushed.splitlines()] == ["req_1"] * 3
+    log(a_record())
+    await asyncio.sleep(0)
+    assert out.flushes == 2
+    assert len(out.flushed.splitlines()) == 4
+
+
+def test_outside_a_loop_each_line_is_flushed_at_once() -> None:
+    configure_logging("info", "json")
+    out = CountingOut()
+    logs._LINES.out = out  # type: ignore[assignment]
+    RequestLog()(a_record())
+    assert out.flushes == 1
+    assert orjson.loads(out.flushed)["request_id"] == "req_1"
