@@ -71,9 +71,27 @@ class _NoCookies(httpx.Cookies):
 
 
 class UpstreamClient(httpx.AsyncClient):
-    """An httpx client that keeps no cookies (and so spends nothing on parsing them)."""
+    """An httpx client that keeps no cookies (and so spends nothing on parsing them), and sends the
+    gateway's requests straight to its transport when nothing would stand between (``send_upstream``)."""
 
     _no_cookies = _NoCookies()
+
+    async def send_upstream(self, request: httpx.Request) -> httpx.Response:
+        """``send(request, stream=True)`` for a request the gateway built whole (its own headers, URL and
+        timeout; no redirect is followed): with no proxy mounted from the environment, no auth and no
+        event hooks on the client, that is one call of its transport, so this makes only that call,
+        leaving out the auth flow, the redirect loop, the mounts' lookup and the stream's wrapper."""
+        if self.is_closed:
+            raise RuntimeError("Cannot send a request, as the client has been closed.")
+        if self._mounts or self._auth is not None or any(self._event_hooks.values()):
+            return await self.send(request, stream=True)
+        try:
+            response = await self._transport.handle_async_request(request)
+        except httpx.RequestError as exc:  # as httpx tells which request failed
+            exc.request = request
+            raise
+        response.request = request
+        return response
 
     @property
     def cookies(self) -> httpx.Cookies:
@@ -378,7 +396,10 @@ def _failure_of(exc: Exception) -> tuple[int, str]:
 
 
 async def _attempt(client: httpx.AsyncClient, request: httpx.Request, *, stream: bool) -> httpx.Response:
-    response = await client.send(request, stream=True)
+    if isinstance(client, UpstreamClient):
+        response = await client.send_upstream(request)
+    else:
+        response = await client.send(request, stream=True)
     if response.status_code < 400:
         if not stream:
             try:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from gateway.config.schema.root import ProviderConfig
-from gateway.upstream.calls import default_client
+from gateway.upstream.calls import UpstreamClient, default_client
 from gateway.upstream.extensions import WHOLE_BODY
 from gateway.upstream.transport import UpstreamTransport
 
@@ -32,7 +32,9 @@ async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
     length = next(int(line.split(b":", 1)[1]) for line in lines if line.lower().startswith(b"content-length"))
     await reader.readexactly(length)
     path = head.split(b" ", 2)[1]
-    if path == b"/v1/whole":
+    if path.startswith(b"http://"):  # asked as a proxy is: answer it, saying so
+        writer.write(OK + JSON + b"x-via: proxy\r\ncontent-length: %d\r\n\r\n%s" % (len(BODY), BODY))
+    elif path == b"/v1/whole":
         writer.write(OK + JSON + b"x-request-id: up-1\r\ncontent-length: %d\r\n\r\n%s" % (len(BODY), BODY))
     elif path == b"/v1/chunked":
         writer.write(OK + b"content-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
@@ -121,5 +123,50 @@ async def test_a_body_that_stalls_is_a_read_timeout(base_url: str, whole: bool) 
                 await response.aread()
             finally:
                 await response.aclose()
+    finally:
+        await client.aclose()
+
+
+async def test_a_request_goes_straight_to_the_transport_and_answers_as_send_does(
+    base_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    client = client_for(base_url)
+    assert isinstance(client, UpstreamClient)
+
+    async def not_called(*args: object, **kwargs: object) -> httpx.Response:
+        raise AssertionError("send_upstream went through send")
+
+    monkeypatch.setattr(client, "send", not_called)
+    try:
+        response = await client.send_upstream(request(client, f"{base_url}/whole", whole=True))
+        assert (await response.aread(), response.request.url.path) == (BODY, "/v1/whole")
+        await response.aclose()
+        broken = request(client, f"{base_url}/cut", whole=True)
+        with pytest.raises(httpx.ReadError) as failed:
+            await client.send_upstream(broken)
+        assert failed.value.request is broken
+    finally:
+        await client.aclose()
+
+
+async def test_a_proxy_from_the_environment_is_still_used(
+    base_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # httpx's own transport takes proxies from the environment (given a transport, httpx takes none):
+    # then the client's mounts stand between, and the request goes through ``send``
+    proxy = base_url.removesuffix("/v1")  # the same server answers a proxy's requests, saying so
+    monkeypatch.setenv("HTTP_PROXY", proxy)
+    for name in ("NO_PROXY", "no_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    upstream = "http://upstream.invalid/v1"  # only the proxy can reach it
+    client = default_client(ProviderConfig(base_url=upstream), transport="httpx")
+    assert isinstance(client, UpstreamClient)
+    try:
+        response = await client.send_upstream(request(client, f"{upstream}/whole", whole=True))
+        assert await response.aread() == BODY
+        assert response.headers["x-via"] == "proxy"
+        await response.aclose()
     finally:
         await client.aclose()
