@@ -13,7 +13,7 @@ import httpx
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.base.record import RequestRecord, notify
+from gateway.base.record import RequestRecord, notify_soon
 from gateway.config.auth import allow_model
 from gateway.config.runtime import Route
 from gateway.core import body as bodies
@@ -120,7 +120,7 @@ def _relay_stream(
     def done() -> None:
         if reader.collect_calls:
             record.put(ANSWER, streamed_chat_answer(reader.answer_text, reader.calls, reader.finish_reason))
-        notify(pipeline.observers, record)
+        notify_soon(pipeline.observers, record)  # after the stream's last bytes are handed over
 
     return replies.relay(
         record, exchange, reader=reader, tally=LogprobTally() if logprobs else None, done=done

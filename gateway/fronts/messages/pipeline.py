@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.base.errors import InvalidRequest
-from gateway.base.record import notify, notify_soon
+from gateway.base.record import notify_soon
 from gateway.config.auth import allow_model
 from gateway.config.runtime import Route
 from gateway.core import body as bodies
@@ -132,7 +132,7 @@ async def create(pipeline: Pipeline, request: Request) -> Response:
             exchange,
             extra=extra,
             count_text=lambda text: runtime.counter.count_text(called, text),
-            done=lambda: notify(pipeline.observers, record),
+            done=lambda: notify_soon(pipeline.observers, record),
         )
     else:
         response = reply.complete(record, exchange, extra=extra)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.base.record import RequestRecord, notify, notify_soon
+from gateway.base.record import RequestRecord, notify_soon
 from gateway.config.auth import allow_model
 from gateway.core import body as bodies
 from gateway.core import replies
@@ -78,7 +78,7 @@ async def by_id(
     pipeline.note_exchange(record, exchange, metered=False)
     if streamed:
         return responses_reply.relay(
-            record, exchange, remember=seen, done=lambda: notify(pipeline.observers, record)
+            record, exchange, remember=seen, done=lambda: notify_soon(pipeline.observers, record)
         )
     if settles and exchange.response.status_code < 300:
         await seen(response_id, exchange.data)

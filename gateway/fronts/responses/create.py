@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.base.record import notify, notify_soon
+from gateway.base.record import notify_soon
 from gateway.config.auth import allow_model
 from gateway.core import body as bodies
 from gateway.core.admission import Hold, admitted
@@ -113,7 +113,7 @@ async def create(pipeline: Pipeline, responses: StoredResponses, request: Reques
     )
     if record.stream:
         response: Response = responses_reply.relay(
-            record, exchange, remember=remember, done=lambda: notify(pipeline.observers, record)
+            record, exchange, remember=remember, done=lambda: notify_soon(pipeline.observers, record)
         )
     else:
         response = await responses_reply.complete(record, exchange, remember=remember)
