@@ -11,7 +11,9 @@ read. The process that made a change reads it at once (``refresh``), so its own 
 The copy also holds each key's budget and rate limits, parsed once per change, for the budget hold and the
 rate limiter (``budget_of``, ``limits_of``).
 
-While ``keys.managed`` is off the loop only sleeps: no Redis call, and authentication never looks here.
+While ``keys.managed`` is off the loop only looks at the setting every ``OFF_SECONDS`` (as often as the
+config file is checked for changes by default): no Redis call, and authentication never looks here; a
+reload that turns it on is followed within that long.
 When Redis cannot be read, the last copy stays in force (a revocation made meanwhile waits for Redis).
 """
 
@@ -34,15 +36,24 @@ from gateway.config.schema.rate_limits import RateLimitsConfig
 from gateway.keys.record import ManagedKey, iso
 from gateway.keys.store import KeyStore
 
+OFF_SECONDS = 2.0
+"""How often a process whose ``keys.managed`` is off looks again (a wake-up costs an idle worker CPU)."""
+
 _Entry = tuple[ManagedKey, Tenant, float | None]
 """The key, the caller it authenticates as, and when this secret stops working (a rotation's end)."""
 
 
 class ManagedKeys:
     def __init__(
-        self, store: KeyStore, *, settings: Callable[[], KeysConfig], clock: Callable[[], float] = time.time
+        self,
+        store: KeyStore,
+        *,
+        settings: Callable[[], KeysConfig],
+        clock: Callable[[], float] = time.time,
+        off_seconds: float = OFF_SECONDS,
     ) -> None:
         self.store = store
+        self._off_seconds = off_seconds
         self._settings = settings
         self._clock = clock
         self._by_digest: dict[str, _Entry] = {}
@@ -119,9 +130,11 @@ class ManagedKeys:
             settings = self._settings()
             if settings.managed:
                 await self._poll()
-            elif self.version is not None:  # switched off by a reload: forget them
+                await asyncio.sleep(settings.refresh_seconds)
+                continue
+            if self.version is not None:  # switched off by a reload: forget them
                 self._by_digest, self._budgets, self._limits, self.version = {}, {}, {}, None
-            await asyncio.sleep(settings.refresh_seconds)
+            await asyncio.sleep(max(settings.refresh_seconds, self._off_seconds))
 
     async def _poll(self) -> None:
         try:

@@ -140,7 +140,8 @@ async def test_keys_rotation_of_a_revoked_key_is_refused(store: KeyStore) -> Non
 
 async def test_keys_live_does_nothing_while_managed_keys_are_off(store: KeyStore) -> None:
     await store.create(tenant="acme", name="a", now=NOW)
-    keys = ManagedKeys(store, settings=lambda: KeysConfig(refresh_seconds=0.01), clock=Clock())
+    off = KeysConfig(refresh_seconds=0.01)
+    keys = ManagedKeys(store, settings=lambda: off, clock=Clock(), off_seconds=0.01)
     keys.start()
     await asyncio.sleep(0.05)  # several turns of the loop, whatever the machine's speed: none reads
     await keys.aclose()
@@ -157,7 +158,7 @@ async def test_keys_live_follows_the_switch_of_a_reload(store: KeyStore) -> None
     """``keys.managed`` turned on by a hot reload: the copy is read; turned off: forgotten."""
     _, secret = await store.create(tenant="acme", name="a", now=NOW)
     settings = [KeysConfig(refresh_seconds=0.01)]
-    keys = ManagedKeys(store, settings=lambda: settings[0], clock=Clock())
+    keys = ManagedKeys(store, settings=lambda: settings[0], clock=Clock(), off_seconds=0.01)
     keys.start()
     try:
         settings[0] = KeysConfig(managed=True, refresh_seconds=0.01)
