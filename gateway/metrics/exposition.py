@@ -22,8 +22,11 @@ if TYPE_CHECKING:  # the drainer brings psycopg, which a gateway without an arch
     from gateway.ledger.drainer import DrainStats
 
 ARCHIVE_OUTCOMES = ("archived", "duplicate", "rejected", "trimmed")
-REFRESH_SECONDS = 1.0
-"""How often each process writes its gauges (queue depths, reload failures) for the others' scrapes."""
+REFRESH_SECONDS = 5.0
+"""How often each process writes its gauges (queue depths, reload failures) for the others' scrapes; the
+process that answers a scrape writes its own first. Prometheus scrapes every 15 s or more: a gauge of
+another worker is at most this old, and an idle worker wakes for it only this often (``/metrics``
+refreshes the answering worker's own at each scrape)."""
 
 _PID = [os.getpid()]
 
