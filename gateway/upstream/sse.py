@@ -43,6 +43,8 @@ def events(complete: bytes) -> list[bytes]:
 
 def data_of(event: bytes) -> bytes | None:
     """The event's ``data:`` payload (several ``data:`` lines joined by newlines); None without one."""
+    if event.startswith(_DATA) and b"\n" not in event:  # one line, as nearly every event is
+        return event[5:].strip()
     lines = [line for line in event.split(b"\n") if line.startswith(_DATA)]
     if not lines:
         return None
