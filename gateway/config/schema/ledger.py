@@ -21,7 +21,14 @@ class LedgerConfig(_Strict):
     retention_months: int = Field(default=13, ge=1, le=120, description="months kept after a month ends")
     queue_size: int = Field(default=100_000, ge=1, description="events held in memory before spooling")
     batch_size: int = Field(default=500, ge=1, le=10_000, description="events per pipelined write")
-    linger_seconds: float = Field(default=0.002, ge=0, le=1, description="wait for a fuller batch")
+    linger_seconds: float = Field(
+        default=0.05,
+        ge=0,
+        le=1,
+        description="how long the first event of a batch waits for more, so that one Redis round trip "
+        "carries several even at moderate traffic; an event reaches Redis at most this much later (a "
+        "budget is held on the request path meanwhile)",
+    )
     write_timeout_seconds: float = Field(default=5.0, gt=0, description="a slower batch counts as Redis down")
     probe_interval_seconds: float = Field(default=1.0, gt=0, description="retry period while Redis is down")
     replica_confirm_seconds: float = Field(
