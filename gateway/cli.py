@@ -9,20 +9,21 @@ import sys
 from collections.abc import Sequence
 
 from gateway import __version__
-from gateway.commands import COMMANDS
+from gateway.commands import MODULES, registrations
 
 BROKEN_PIPE_STATUS = 128 + 13
 """The status of a process that SIGPIPE ends (13 is SIGPIPE on every Unix), which is what a shell shows
 for ``grep … | head`` too; Python ignores SIGPIPE, so it has to be said."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of ``command`` alone when it names one (only its module imported)."""
     parser = argparse.ArgumentParser(
         prog="gateway", description="A cost-aware, OpenAI-compatible LLM gateway."
     )
     parser.add_argument("--version", action="version", version=f"gateway {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for register in COMMANDS:
+    for register in registrations([command] if command in MODULES else MODULES):
         register(subparsers)
     _plain_help(parser)
     return parser
@@ -54,7 +55,8 @@ def _plain_help(parser: argparse.ArgumentParser) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command. A reader that stops early (``gateway … | head``) ends it quietly, for every
     command at once: output nobody reads is not an error worth a traceback."""
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(_command(given)).parse_args(given)
     try:
         result: int = args.handler(args)
         sys.stdout.flush()  # inside the try: buffered output fails here, not at interpreter exit
@@ -62,6 +64,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         _discard_stdout()
         return BROKEN_PIPE_STATUS
     return result
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names: its first word that is not an option (the root's only option,
+    ``--version``, takes no value)."""
+    return next((word for word in argv if not word.startswith("-")), None)
 
 
 def _discard_stdout() -> None:

@@ -29,7 +29,7 @@ import os
 import shutil
 import signal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 import uvicorn
@@ -41,10 +41,12 @@ from gateway.config.settings import Settings
 from gateway.config.startup import admin_notice, startup_notices
 from gateway.edge.logs import configure_logging
 from gateway.edge.server_protocol import GuardedHttpToolsProtocol
-from gateway.mockupstream.server import MockUpstream, tenant_key, try_lines
 from gateway.redis.connect import RedisModeError, redis_mode, where
 from gateway.redis.server import EmbeddedRedis, EmbeddedRedisError, embedded_redis_dir
 from gateway.redis.version import RedisVersionError, check_configured
+
+if TYPE_CHECKING:
+    from gateway.mockupstream.server import MockUpstream
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 WORKER_HEALTHCHECK_SECONDS = 30
@@ -165,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not settings.mock_upstream:
         return serve_gateway(settings, None)
+    from gateway.mockupstream.server import MockUpstream  # only with the flag: workers never need it
+
     mock = MockUpstream.start()  # before the config is read: it names the mock's URL
     try:
         return serve_gateway(settings, mock)
@@ -173,7 +177,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def serve_gateway(settings: Settings, mock: MockUpstream | None) -> int:
-    key = tenant_key() if mock is not None else None
+    key = None
+    if mock is not None:
+        from gateway.mockupstream.server import tenant_key
+
+        key = tenant_key()
     try:
         config = load_config(settings.config)
     except ValidationError as exc:
@@ -189,6 +197,8 @@ def serve_gateway(settings: Settings, mock: MockUpstream | None) -> int:
         return 2
     announce(settings, config)
     if mock is not None and key is not None:
+        from gateway.mockupstream.server import try_lines
+
         for line in try_lines(config, mock, key, host=settings.host, port=settings.port):
             print(line, flush=True)
     os.environ[MULTIPROC_ENV] = str(fresh_metrics_dir(settings.data_dir))
