@@ -213,7 +213,7 @@ def serve_gateway(settings: Settings, mock: MockUpstream | None) -> int:
         return 2
     try:
         uvicorn.run(
-            "gateway.edge.app:create_app_from_env",
+            "gateway.edge.factory:create_app_from_env",  # vocabularies first, then the app
             factory=True,
             host=settings.host,
             port=settings.port,

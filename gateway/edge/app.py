@@ -23,7 +23,6 @@ from gateway.edge.admin import admin_config_router
 from gateway.edge.hot import HotRoutes
 from gateway.edge.keys_admin import admin_keys_router
 from gateway.edge.lifespan import open_gateway
-from gateway.edge.logs import configure_logging
 from gateway.edge.metrics_route import scrape as scrape_metrics
 from gateway.edge.paths import PathGuard
 from gateway.experiments.report import routes as experiments_routes
@@ -159,13 +158,6 @@ def mount_routes(app: FastAPI) -> None:
     )
     # last: any other /v1/* path, forwarded only when the config's passthrough list names it
     add("/v1/{path:path}", routes.passthrough, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
-
-
-def create_app_from_env() -> FastAPI:
-    """The factory ``gateway serve`` hands to uvicorn: settings from the environment (GATEWAY_*)."""
-    settings = Settings()
-    configure_logging(settings.log_level, settings.log_format)
-    return create_app(settings, restart=stop_this_process)
 
 
 def stop_this_process() -> None:
