@@ -17,6 +17,7 @@ its error band (``top``), so that an undercount never sends a request over a pri
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from decimal import Decimal
@@ -35,7 +36,7 @@ class CountMargin:
         """How far from a line a count of ``tokens`` could still be on its other side."""
         if not estimated:
             return self.tokens
-        return max(self.tokens, math.ceil(Decimal(repr(self.ratio)) * tokens))
+        return max(self.tokens, math.ceil(_decimal(self.ratio) * tokens))
 
     def near_line(self, bands: ModelBands, tokens: int, *, estimated: bool) -> bool:
         """Whether the band of ``tokens`` could change within the count's margin."""
@@ -46,7 +47,7 @@ class CountMargin:
         the provider's own is not to be had (an exact count is its own top)."""
         if not estimated:
             return tokens
-        return tokens + math.ceil(Decimal(repr(self.ratio)) * tokens)
+        return tokens + math.ceil(_decimal(self.ratio) * tokens)
 
     def unconfirmed(self, tokens: int) -> str:
         """The warning of an estimate decided at its top, in another band than its own (ASCII)."""
@@ -54,6 +55,13 @@ class CountMargin:
             f"input tokens estimated at {tokens}, unconfirmed by the provider: decided as "
             f"{self.top(tokens, estimated=True)} (confirm_within_ratio {self.ratio})"
         )
+
+
+@functools.lru_cache(maxsize=64)
+def _decimal(ratio: float) -> Decimal:
+    """The ratio as written (``repr``), exact: a margin is rounded up from it, never from its binary
+    neighbour. Made once per ratio (a policy has one or two), not on every request."""
+    return Decimal(repr(ratio))
 
 
 NO_MARGIN = CountMargin()
