@@ -31,16 +31,16 @@ from gateway.commands.store import CommandError, gateway_config, open_store, red
 from gateway.config.schema.ledger import LedgerConfig
 from gateway.config.schema.root import GatewayConfig
 from gateway.config.settings import Settings
-from gateway.ledger.event import CostEvent
-from gateway.ledger.formats import FORMATS, ExportFormat, counters_row, encode_events, encode_summary
+from gateway.ledger.formats import FORMATS, counters_row, encode_summary
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import Period, iso_time
 from gateway.ledger.reader import LedgerReader
-from gateway.ledger.source import LedgerSource
+from gateway.ledger.source import ExportFormat, LedgerSource
 from gateway.ledger.sources import ledger_source
 from gateway.ledger.summary import UNTAGGED, SummaryRow, basis_of, group_by, summarize, total
 
-PROGRESS_EVERY = 1000
+PROGRESS_EVERY = 1 << 20
+"""Bytes between two updates of the progress shown on a terminal."""
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -156,13 +156,13 @@ async def _export(args: argparse.Namespace) -> None:
     client, reader = await _open(args)
     try:
         tenants = await _tenants(args, reader)
-        events = reader.merged_events(tenants, period)
         fmt: ExportFormat = args.format
+        chunks = _shown(reader.export(tenants, period, fmt))
         if args.output is None:
-            await _write(encode_events(_counted(events), fmt), sys.stdout.buffer)
+            await _write(chunks, sys.stdout.buffer)
         else:
             with open(args.output, "wb") as handle:
-                await _write(encode_events(_counted(events), fmt), handle)
+                await _write(chunks, handle)
     except ServiceUnavailable as exc:
         raise CommandError(exc.message) from exc
     finally:
@@ -175,17 +175,18 @@ async def _write(chunks: AsyncIterator[bytes], out: IO[bytes]) -> None:
     out.flush()
 
 
-async def _counted(events: AsyncIterator[CostEvent]) -> AsyncIterator[CostEvent]:
-    """Passes events through, showing a count on stderr when it is a terminal."""
+async def _shown(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """Passes the export's chunks through, showing how much was written on stderr when it is a terminal."""
     show = sys.stderr.isatty()
-    count = 0
-    async for event in events:
-        count += 1
-        if show and count % PROGRESS_EVERY == 0:
-            print(f"\rexported {count:,} events", end="", file=sys.stderr, flush=True)
-        yield event
+    written = shown = 0
+    async for chunk in chunks:
+        written += len(chunk)
+        if show and written - shown >= PROGRESS_EVERY:
+            print(f"\rexported {written / 1e6:,.1f} MB", end="", file=sys.stderr, flush=True)
+            shown = written
+        yield chunk
     if show:
-        print(f"\rexported {count:,} events", file=sys.stderr, flush=True)
+        print(f"\rexported {written / 1e6:,.1f} MB", file=sys.stderr, flush=True)
 
 
 async def _summary(args: argparse.Namespace) -> None:

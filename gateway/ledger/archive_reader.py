@@ -1,5 +1,6 @@
 """The ``LedgerSource`` of the PostgreSQL archive (``gateway.ledger.source``): events streamed through
-server-side cursors (a few thousand rows held at a time), whole days from the daily rollups.
+server-side cursors (a few thousand rows held at a time), whole days from the daily rollups, export files
+written by the server (``gateway.ledger.archive_export``).
 
 Each call opens its own connection for as long as it reads, so a long export never holds up a summary.
 The URL may name a read replica: nothing here writes. ``usage`` reads Redis (``live``), where the current
@@ -16,11 +17,19 @@ from datetime import date
 import psycopg
 
 from gateway.base.errors import ServiceUnavailable
-from gateway.ledger.archive_store import COUNTER_COLUMNS, Connection, connect, month_bounds
+from gateway.ledger.archive_export import export_text
+from gateway.ledger.archive_schema import (
+    COUNTER_COLUMNS,
+    Connection,
+    connect,
+    has_export_columns,
+    month_bounds,
+)
 from gateway.ledger.counters import Counters
 from gateway.ledger.event import CostEvent
+from gateway.ledger.formats import encode_events
 from gateway.ledger.period import Period, day_of
-from gateway.ledger.source import DayCounters, LedgerSource, TenantUsage, merge_blocks
+from gateway.ledger.source import DayCounters, ExportFormat, LedgerSource, TenantUsage, merge_blocks
 
 ROWS_PER_FETCH = 5_000
 
@@ -86,6 +95,16 @@ class ArchiveReader:
                 for source in sources:
                     await source.aclose()
 
+    async def export(self, tenants: Sequence[str], period: Period, fmt: ExportFormat) -> AsyncIterator[bytes]:
+        async with await _connect(self.url) as connection, connection.transaction():
+            if not await _created(connection):
+                async for chunk in encode_events(_nothing(), fmt):
+                    yield chunk
+                return
+            rendered = await has_export_columns(connection)
+            async for chunk in export_text(connection, tenants, period, fmt, rendered=rendered):
+                yield chunk
+
     async def daily_counters(self, tenants: Sequence[str], days: Period) -> AsyncIterator[DayCounters]:
         first, last = date.fromisoformat(day_of(days.start_ms)), date.fromisoformat(day_of(days.end_ms - 1))
         async with await _connect(self.url, autocommit=True) as connection:
@@ -124,6 +143,11 @@ async def _pages(
     finally:  # stopped early: the page asked for is let in (cancelling it would break the connection)
         with contextlib.suppress(psycopg.Error):
             await upcoming
+
+
+async def _nothing() -> AsyncIterator[CostEvent]:
+    return
+    yield
 
 
 def _iso(day: object) -> str:

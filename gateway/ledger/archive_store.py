@@ -1,84 +1,84 @@
-"""The PostgreSQL archive of the ledger: its tables, and writing a batch of cost events into it.
+"""Writing a batch of cost events into the PostgreSQL archive (its tables: ``gateway.ledger.archive_schema``).
 
-``ledger_events`` holds one row per event, partitioned by the event's UTC month (one table per month,
-created when the first event of that month arrives), keyed by ``(month, tenant, id)``: the same key Redis
-dedups by, so an event archived twice (a retry, a drain that resumed) is one row. The columns finance and
-the dashboard filter on are plain columns; the whole event is ``event`` (jsonb), which is what readers
-return. ``ledger_daily`` holds the daily rollups per tenant and model (the figures of Redis's daily
-counter hashes), ``ledger_tenants`` the tenants with events. One transaction inserts a batch and adds to
-the rollups exactly the rows it inserted, so the rollups always equal the sums of the events.
+An event archived twice (a retry, a drain that resumed) is one row: rows are keyed by ``(month, tenant,
+id)``, as Redis dedups them. One transaction inserts a batch and adds to the rollups exactly the rows it
+inserted, so the rollups always equal the sums of the events.
 
-Tables live in the connection's schema (``search_path``; ``?options=-csearch_path%3Dname`` in the URL picks
-another), and are created on first use.
+The server takes each row's columns from the event's JSON (``json_to_record``: parsed once); the gateway
+has checked the types of the fields it reads (``archived``), and gives the tags in the two forms the
+exports write and whether the event's text is plain (``export_sql.plain_text``). An event whose other
+fields do not fit the export columns (a type the gateway never writes, a NUL character the server's text
+cannot hold) is archived with them empty, as the previous release archived every event: its export rows
+are rendered from ``event`` by the gateway.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date
+from typing import Any
 
-import psycopg
-from psycopg.conninfo import make_conninfo
+import orjson
 
+from gateway.ledger.archive_schema import (
+    COUNTER_COLUMNS,
+    EVENT_COLUMNS,
+    EXPORT_COLUMNS,
+    SCHEMA_LOCK,
+    Connection,
+    connect,
+    ensure_schema,
+    month_bounds,
+    partition_name,
+)
+from gateway.ledger.export_sql import TEXT_COLUMNS, plain_text
 from gateway.ledger.period import month_of
 
-Connection = psycopg.AsyncConnection[tuple[object, ...]]
-CONNECT_TIMEOUT_SECONDS = 5
 LAST_MS = 253_402_300_800_000  # 10000-01-01T00:00:00Z
-SCHEMA_LOCK = 0x6C656467  # one advisory lock: two processes never create the same table at once
-
-EVENT_COLUMNS = (
-    "month", "tenant", "id", "time_ms", "stream_id", "key_id", "model", "provider", "action",
-    "cost_nanos", "counterfactual_nanos", "input_tokens", "cached_tokens", "output_tokens",
-    "reasoning_tokens", "event",
-)  # fmt: skip
-_COLUMN_TYPES = """
-    month date NOT NULL,
-    tenant text COLLATE "C" NOT NULL,
-    id text NOT NULL,
-    time_ms bigint NOT NULL,
-    stream_id text COLLATE "C" NOT NULL,
-    key_id text NOT NULL,
-    model text NOT NULL,
-    provider text NOT NULL,
-    action text NOT NULL,
-    cost_nanos bigint NOT NULL,
-    counterfactual_nanos bigint NOT NULL,
-    input_tokens bigint NOT NULL,
-    cached_tokens bigint NOT NULL,
-    output_tokens bigint NOT NULL,
-    reasoning_tokens bigint NOT NULL,
-    event json NOT NULL"""
-COUNTER_COLUMNS = (
-    "requests", "cost_nanos", "saving_nanos", "input_tokens", "cached_tokens", "output_tokens",
-    "reasoning_tokens",
-)  # fmt: skip
-
-SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS ledger_events ({_COLUMN_TYPES},
-    PRIMARY KEY (month, tenant, id)
-) PARTITION BY RANGE (month);
-CREATE INDEX IF NOT EXISTS ledger_events_in_time ON ledger_events (tenant, time_ms, stream_id);
-CREATE TABLE IF NOT EXISTS ledger_daily (
-    tenant text COLLATE "C" NOT NULL,
-    day date NOT NULL,
-    model text NOT NULL,
-    {", ".join(f"{name} bigint NOT NULL" for name in COUNTER_COLUMNS)},
-    PRIMARY KEY (tenant, day, model)
-);
-CREATE TABLE IF NOT EXISTS ledger_tenants (tenant text COLLATE "C" PRIMARY KEY);
-"""
+INT64 = range(-(2**63), 2**63)
 
 _STAGE = (
-    "CREATE TEMPORARY TABLE IF NOT EXISTS ledger_stage (stream_id text, event text) ON COMMIT DELETE ROWS"
+    "CREATE TEMPORARY TABLE IF NOT EXISTS ledger_stage"
+    " (stream_id text, event json, fields json, tags json, sorted_tags text, plain boolean)"
+    " ON COMMIT DELETE ROWS"
 )
-_COPY = "COPY ledger_stage (stream_id, event) FROM STDIN"
+_COPY = "COPY ledger_stage (stream_id, event, fields, tags, sorted_tags, plain) FROM STDIN"
 _INTEGER_FIELDS = (
     "time_ms", "cost_nanos", "counterfactual_nanos", "input_tokens", "cached_tokens", "output_tokens",
     "reasoning_tokens",
 )  # fmt: skip
-_TEXT_FIELDS = ("id", "tenant", "key_id", "requested_model", "model", "provider", "action")
+_TEXT_FIELDS = ("id", "tenant", "key_id", "model", "provider", "action")
+_CORE_FIELDS = (*_TEXT_FIELDS, *_INTEGER_FIELDS)
+"""The fields every archived event has a column for (checked by ``archivable``)."""
+_OPTIONAL_TEXT = (
+    "tier", "parent_id", "client_request_id", "counterfactual_basis", "reason", "tool_uses", "conversation",
+    "band",
+)  # fmt: skip
+_EXPORT_INTEGERS = {
+    "status": 200, "latency_ms": 0, "counterfactual_cached_tokens": 0, "cache_write_tokens": 0,
+    "tool_cost_nanos": 0,
+}  # fmt: skip
+_EXPORT_FLAGS = ("estimated", "stream")
+_PARTS = ("input_cost_nanos", "cached_input_cost_nanos", "cache_write_cost_nanos", "output_cost_nanos")
+_RECORD = ", ".join(
+    [
+        *(f"{name} text" for name in (*_TEXT_FIELDS, "requested_model", *_OPTIONAL_TEXT)),
+        *(f"{name} bigint" for name in (*_INTEGER_FIELDS, *_EXPORT_INTEGERS)),
+        *(f"{name} boolean" for name in _EXPORT_FLAGS),
+        "cost_parts json",
+    ]
+)
+"""The row of each staged event, taken from its JSON by the server (``json_to_record``: parsed once)."""
+_EXPORTED = {
+    "requested_model": "r.requested_model",
+    **{name: f"r.{name}" for name in _OPTIONAL_TEXT},
+    **{name: f"coalesce(r.{name}, {default})" for name, default in _EXPORT_INTEGERS.items()},
+    **{name: f"coalesce(r.{name}, false)" for name in _EXPORT_FLAGS},
+    **{name: f"(r.cost_parts ->> {index})::bigint" for index, name in enumerate(_PARTS)},
+    "tags": "staged.tags",
+    "sorted_tags": "staged.sorted_tags",
+    "plain": "staged.plain",
+}
 _EXTRACTED = ", ".join(
     [
         "DATE '1970-01-01' + (r.time_ms / 86400000)::int"
@@ -92,22 +92,19 @@ _EXTRACTED = ", ".join(
         "r.provider",
         "r.action",
         *(f"coalesce(r.{name}, 0)" for name in _INTEGER_FIELDS[1:]),
-        "staged.event::json",
+        "staged.event",
+        *(_EXPORTED[name] for name, _ in EXPORT_COLUMNS),
     ]
 )
-_RECORD = ", ".join(
-    [*(f"{name} text" for name in ("id", "tenant", "key_id", "model", "provider", "action")),
-     *(f"{name} bigint" for name in _INTEGER_FIELDS)]
-)  # fmt: skip
-"""The row of each staged event, taken from its JSON by the server (``json_to_record``: parsed once)."""
 _SUMS = (
     "count(*)", "sum(cost_nanos)", "sum(counterfactual_nanos - cost_nanos)", "sum(input_tokens)",
     "sum(cached_tokens)", "sum(output_tokens)", "sum(reasoning_tokens)",
 )  # fmt: skip
 _INSERT = f"""
 WITH added AS (
-    INSERT INTO ledger_events ({", ".join(EVENT_COLUMNS)})
-    SELECT {_EXTRACTED} FROM ledger_stage AS staged, json_to_record(staged.event::json) AS r({_RECORD})
+    INSERT INTO ledger_events ({", ".join([*EVENT_COLUMNS, *(name for name, _ in EXPORT_COLUMNS)])})
+    SELECT {_EXTRACTED}
+    FROM ledger_stage AS staged, json_to_record(coalesce(staged.fields, staged.event)) AS r({_RECORD})
     ON CONFLICT DO NOTHING
     RETURNING tenant, time_ms, model, cost_nanos, counterfactual_nanos, input_tokens, cached_tokens,
               output_tokens, reasoning_tokens
@@ -128,27 +125,56 @@ SELECT (SELECT count(*) FROM added), (SELECT count(*) FROM rolled), (SELECT coun
 
 @dataclass(frozen=True, slots=True)
 class Archived:
-    """One event to archive: where Redis holds it (its stream entry id orders ties), its UTC month, and its
-    JSON as Redis holds it (``archivable`` checked it)."""
+    """One event to archive: where Redis holds it (its stream entry id orders ties), its UTC month, its
+    JSON as Redis holds it, and what the gateway gives the server beside it (``archived``)."""
 
     stream_id: str
     month: str
     raw: str
+    fields: str | None = None
+    """For an event that does not fit the export columns: its core fields alone, which the server reads
+    instead of ``raw`` (so that a field it cannot hold never fails the batch). None for the others."""
+    tags: str | None = None
+    sorted_tags: str | None = None
+    plain: bool = False
+
+    def staged(self) -> tuple[str, str, str | None, str | None, str | None, bool]:
+        """The row of ``ledger_stage``."""
+        return (self.stream_id, self.raw, self.fields, self.tags, self.sorted_tags, self.plain)
+
+
+def archived(stream_id: str, raw: str) -> Archived:
+    """The event of a stream entry, checked (raises ``ValueError`` for one the archive cannot take)."""
+    loaded: Any = orjson.loads(raw)
+    month = archivable(loaded)
+    if not fits_export_columns(loaded):
+        core = {name: loaded[name] for name in _CORE_FIELDS if name in loaded}
+        return Archived(stream_id, month, raw, fields=orjson.dumps(core).decode())
+    plain = plain_text([loaded.get(name) for name in TEXT_COLUMNS])
+    tags = loaded.get("tags")
+    if tags is None:
+        return Archived(stream_id, month, raw, plain=plain)
+    written = orjson.dumps(tags).decode()
+    ordered = orjson.dumps(tags, option=orjson.OPT_SORT_KEYS).decode() if len(tags) > 1 else written
+    return Archived(stream_id, month, raw, tags=written, sorted_tags=ordered, plain=plain)
 
 
 def archivable(loaded: object) -> str:
     """The month of a parsed cost event that the archive can take (the checks ``CostEvent`` makes, and the
-    types the server's extraction needs); raises ``ValueError`` for anything else."""
+    types the server's extraction of the core columns needs); raises ``ValueError`` for anything else."""
     if type(loaded) is not dict:
         raise ValueError("a cost event is a JSON object")
     for name in _TEXT_FIELDS:
-        if type(loaded.get(name)) is not str:
-            raise ValueError(f"a cost event's {name} is text")
+        value = loaded.get(name)
+        if type(value) is not str or "\x00" in value:
+            raise ValueError(f"a cost event's {name} is text (without NUL characters)")
+    if type(loaded.get("requested_model")) is not str:
+        raise ValueError("a cost event's requested_model is text")
     if not loaded["id"] or not loaded["tenant"]:
         raise ValueError("a cost event needs an id and a tenant")
     for name in _INTEGER_FIELDS:
         value = loaded.get(name, 0)
-        if type(value) is not int or not -(2**63) <= value < 2**63:
+        if type(value) is not int or value not in INT64:
             raise ValueError(f"a cost event's {name} is an integer")
     if type(loaded.get("tool_cost_nanos", 0)) is not int:
         raise ValueError("money in a cost event is integer nano-dollars")
@@ -162,26 +188,24 @@ def archivable(loaded: object) -> str:
     return month_of(time_ms)
 
 
-async def connect(url: str, *, autocommit: bool = False) -> Connection:
-    """A connection to the archive (``connect_timeout`` 5 s unless the URL says otherwise)."""
-    if "connect_timeout" not in url:
-        url = make_conninfo(url, connect_timeout=CONNECT_TIMEOUT_SECONDS)
-    return await psycopg.AsyncConnection.connect(url, autocommit=autocommit)
-
-
-async def ensure_schema(connection: Connection) -> None:
-    async with connection.transaction():
-        await connection.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-        await connection.execute(SCHEMA)
-
-
-def partition_name(month: str) -> str:
-    return f"ledger_events_{month.replace('-', '_')}"
-
-
-def month_bounds(month: str) -> tuple[date, date]:
-    year, number = int(month[:4]), int(month[5:7])
-    return date(year, number, 1), date(year + number // 12, number % 12 + 1, 1)
+def fits_export_columns(loaded: dict[str, Any]) -> bool:
+    """Whether an archivable event's other fields have the types the export columns hold, as every event
+    the gateway writes does (a field left out takes its default, as ``CostEvent.from_json`` gives it)."""
+    for name in ("requested_model", *_OPTIONAL_TEXT):
+        value = loaded.get(name)
+        if value is not None and (type(value) is not str or "\x00" in value):
+            return False
+    for name in _EXPORT_INTEGERS:
+        value = loaded.get(name, 0)
+        if type(value) is not int or value not in INT64:
+            return False
+    if any(type(loaded.get(name, False)) is not bool for name in _EXPORT_FLAGS):
+        return False
+    parts = loaded.get("cost_parts")
+    if parts is not None and any(part not in INT64 for part in parts):
+        return False
+    tags = loaded.get("tags")
+    return tags is None or (type(tags) is dict and all(type(value) is str for value in tags.values()))
 
 
 class ArchiveStore:
@@ -206,7 +230,7 @@ class ArchiveStore:
                 async with connection.cursor() as cursor:
                     async with cursor.copy(_COPY) as copy:
                         for item in batch:
-                            await copy.write_row((item.stream_id, item.raw))
+                            await copy.write_row(item.staged())
                     await cursor.execute(_INSERT)
                     counted = await cursor.fetchone()
         except BaseException:

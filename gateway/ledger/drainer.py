@@ -33,13 +33,13 @@ from datetime import UTC, datetime
 from datetime import time as datetime_time
 from typing import Any
 
-import orjson
 import structlog
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from gateway.config.schema.ledger import LedgerConfig
-from gateway.ledger.archive_store import Archived, ArchiveStore, archivable, month_bounds
+from gateway.ledger.archive_schema import month_bounds
+from gateway.ledger.archive_store import Archived, ArchiveStore, archived
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import MS_PER_DAY, Period, to_ms
 from gateway.ledger.reply import integer, text
@@ -340,7 +340,7 @@ class ArchiveDrainer:
             if not isinstance(payload, bytes | str):
                 raise ValueError("no event field")
             raw = payload.decode() if isinstance(payload, bytes) else payload
-            return Archived(stream_id, archivable(orjson.loads(raw)), raw)
+            return archived(stream_id, raw)
         except ValueError as exc:  # orjson's JSONDecodeError is one
             if payload is not None:  # None: an entry trimmed while pending; anything else is foreign
                 self._counts["rejected"] += 1

@@ -29,7 +29,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal
 
 import orjson
 
@@ -52,8 +51,8 @@ FOCUS_COLUMNS = (
 )  # fmt: skip
 ACCOUNT = "llm-cost-gateway"
 TAG_PREFIX = "gateway/"
-UNIT_PRICE_PLACES = Decimal("1e-15")
-_BUCKETS = buckets_for(DEFAULT_BUCKET_EDGES)
+UNIT_PRICE_PLACES = 15
+BUCKETS = buckets_for(DEFAULT_BUCKET_EDGES)
 
 Cell = str | int | None
 
@@ -69,7 +68,7 @@ class Unit:
 
 
 def bucket_of(tokens: int) -> str:
-    return _BUCKETS[bucket_index(tokens, DEFAULT_BUCKET_EDGES)].label
+    return BUCKETS[bucket_index(tokens, DEFAULT_BUCKET_EDGES)].label
 
 
 def units(event: CostEvent) -> list[Unit]:
@@ -171,11 +170,20 @@ def focus_rows(event: CostEvent) -> list[tuple[Cell, ...]]:
 
 
 def _unit_price(unit: Unit) -> str | None:
-    """USD per unit, exact to 15 places (None for no quantity: no price can be read off it)."""
+    """USD per unit to 15 places, rounded half to even, trailing zeros dropped (None for no quantity: no
+    price can be read off it). Exact: integers in units of 10⁻¹⁵ USD."""
     if unit.quantity <= 0:
         return None
-    price = (Decimal(unit.nanos) / NANOS_PER_USD / unit.quantity).quantize(UNIT_PRICE_PLACES)
-    return format(price.normalize(), "f") if price else "0"
+    scale = 10**UNIT_PRICE_PLACES // NANOS_PER_USD
+    whole, rest = divmod(abs(unit.nanos) * scale, unit.quantity)
+    if 2 * rest > unit.quantity or (2 * rest == unit.quantity and whole % 2):
+        whole += 1
+    if not whole:
+        return "0"
+    dollars, fraction = divmod(whole, 10**UNIT_PRICE_PLACES)
+    digits = f"{fraction:0{UNIT_PRICE_PLACES}d}".rstrip("0")
+    sign = "-" if unit.nanos < 0 else ""
+    return f"{sign}{dollars}.{digits}" if digits else f"{sign}{dollars}"
 
 
 def _tool_uses(text: str | None) -> dict[str, int]:

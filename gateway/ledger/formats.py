@@ -9,19 +9,19 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Literal
 
 import orjson
 
 from gateway.base.money import usd
 from gateway.ledger.event import CostEvent
-from gateway.ledger.focus import FOCUS_COLUMNS, focus_values
+from gateway.ledger.focus import FOCUS_COLUMNS, focus_rows, focus_values
 from gateway.ledger.period import iso_time
+from gateway.ledger.source import ExportFormat
 from gateway.ledger.summary import Counters, SummaryRow
 
 SummaryFormat = Literal["csv", "json", "ndjson"]
-ExportFormat = Literal["csv", "json", "ndjson", "focus"]
 FORMATS: tuple[ExportFormat, ...] = ("csv", "json", "ndjson", "focus")
 """``focus``: CSV in FinOps FOCUS 1.2 columns (``gateway.ledger.focus``)."""
 MEDIA_TYPES: dict[ExportFormat, str] = {
@@ -112,35 +112,73 @@ async def encode_rows(
     """Rows of values in ``columns`` order → CSV (with a header), a JSON array or NDJSON, in chunks."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
-    if fmt == "csv":
-        writer.writerow(columns)
-    elif fmt == "json":
-        buffer.write("[")
+    buffer.write(opening(fmt, columns))
     separator = "\n"
     async for row in rows:
         if fmt == "csv":
-            writer.writerow(
-                [  # most cells are numbers, empty or plain text: only the others go through _cell
-                    value
-                    if type(value) is int
-                    or value is None
-                    or (isinstance(value, str) and value[:1] not in FORMULA_STARTS)
-                    else _cell(value)
-                    for value in row
-                ]
-            )
+            writer.writerow(csv_cells(row))
         elif fmt == "json":
-            buffer.write(separator + orjson.dumps(dict(zip(columns, row, strict=True))).decode())
+            buffer.write(separator + json_text(columns, row))
             separator = ",\n"
         else:
-            buffer.write(orjson.dumps(dict(zip(columns, row, strict=True))).decode() + "\n")
+            buffer.write(json_text(columns, row) + "\n")
         if buffer.tell() >= chunk_bytes:
             yield buffer.getvalue().encode()
             buffer.seek(0)
             buffer.truncate()
-    if fmt == "json":
-        buffer.write("\n]\n")
+    buffer.write(closing(fmt))
     yield buffer.getvalue().encode()
+
+
+def opening(fmt: SummaryFormat, columns: Sequence[str]) -> str:
+    """What a file in ``fmt`` starts with: the CSV header, the JSON array's bracket."""
+    if fmt == "csv":
+        header = io.StringIO()
+        csv.writer(header, lineterminator="\r\n").writerow(columns)
+        return header.getvalue()
+    return "[" if fmt == "json" else ""
+
+
+def closing(fmt: SummaryFormat) -> str:
+    return "\n]\n" if fmt == "json" else ""
+
+
+def csv_cells(row: Sequence[Value]) -> list[str | int | None]:
+    """A row's cells as the csv writer takes them: most are numbers, empty or plain text, and only the
+    others go through ``_cell``."""
+    return [
+        value
+        if type(value) is int
+        or value is None
+        or (isinstance(value, str) and value[:1] not in FORMULA_STARTS)
+        else _cell(value)
+        for value in row
+    ]
+
+
+def json_text(columns: Sequence[str], row: Sequence[Value]) -> str:
+    """A row as a JSON object, keys in ``columns`` order, compact."""
+    return orjson.dumps(dict(zip(columns, row, strict=True))).decode()
+
+
+def event_text(fmt: ExportFormat) -> Callable[[CostEvent], str]:
+    """An event's rows in ``fmt``, as ``encode_events`` writes them: CSV and FOCUS rows each ended by
+    ``\r\n``, the JSON formats' object without a line end."""
+    if fmt in ("json", "ndjson"):
+        return lambda event: json_text(EVENT_COLUMNS, event_values(event))
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\r\n")
+
+    def csv_text(event: CostEvent) -> str:
+        buffer.seek(0)
+        buffer.truncate()
+        if fmt == "focus":
+            writer.writerows(csv_cells(row) for row in focus_rows(event))
+        else:
+            writer.writerow(csv_cells(event_values(event)))
+        return buffer.getvalue()
+
+    return csv_text
 
 
 def _cell(value: Value) -> str | int | None:

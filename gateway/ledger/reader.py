@@ -19,10 +19,11 @@ from redis.exceptions import ResponseError
 from gateway.ledger.budget import BudgetLookup
 from gateway.ledger.counters import Counters, read_counters
 from gateway.ledger.event import CostEvent
+from gateway.ledger.formats import encode_events
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import Period, day_of, month_of
 from gateway.ledger.reply import integer, text
-from gateway.ledger.source import DayCounters, TenantUsage, merge_in_time
+from gateway.ledger.source import DayCounters, ExportFormat, TenantUsage, merge_in_time
 
 __all__ = ["LedgerReader", "TenantUsage"]
 
@@ -78,6 +79,10 @@ class LedgerReader:
         """Several tenants' events merged into one time order; holds one page per tenant."""
         async for event in merge_in_time([self.events(tenant, period) for tenant in tenants]):
             yield event
+
+    def export(self, tenants: Sequence[str], period: Period, fmt: ExportFormat) -> AsyncIterator[bytes]:
+        """``merged_events`` encoded in ``fmt`` by the gateway."""
+        return encode_events(self.merged_events(tenants, period), fmt)
 
     async def daily_counters(self, tenants: Sequence[str], days: Period) -> AsyncIterator[DayCounters]:
         """Each tenant's counters of each day of ``days`` that has any."""

@@ -21,13 +21,11 @@ from fastapi.responses import StreamingResponse
 from gateway.base.errors import InvalidRequest
 from gateway.base.money import usd
 from gateway.base.types import Tenant
-from gateway.ledger.event import CostEvent
 from gateway.ledger.formats import (
     EXTENSIONS,
     FORMATS,
     MEDIA_TYPES,
     counters_row,
-    encode_events,
     encode_summary,
     summary_rows,
 )
@@ -66,10 +64,10 @@ def admin_router(
         reader = get_reader(request)
         tenant = _tenant_param(tenant)
         tenants = [tenant] if tenant is not None else await _tenants(request, reader, tenant_names)
-        events = await _started(reader.merged_events(tenants, period))  # a source that fails: 503, not a cut
+        chunks = await _started(reader.export(tenants, period, fmt))  # a source that fails: 503, not a cut
         name = f"costs-{tenant or 'all'}-{iso_time(period.start_ms)[:10]}-{iso_time(period.end_ms - 1)[:10]}"
         return StreamingResponse(
-            encode_events(events, fmt),
+            chunks,
             media_type=MEDIA_TYPES[fmt],
             headers={
                 "content-disposition": f'attachment; filename="{_UNSAFE.sub("_", name)}.{EXTENSIONS[fmt]}"'
@@ -189,15 +187,15 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-async def _started(events: AsyncIterator[CostEvent]) -> AsyncIterator[CostEvent]:
-    """The events, their source already asked for the first (so that its failure is an error answer)."""
-    first = await anext(events, None)
+async def _started(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The chunks, their source already asked for the first (so that its failure is an error answer)."""
+    first = await anext(chunks, None)
 
-    async def chained() -> AsyncIterator[CostEvent]:
+    async def chained() -> AsyncIterator[bytes]:
         if first is not None:
             yield first
-            async for event in events:
-                yield event
+            async for chunk in chunks:
+                yield chunk
 
     return chained()
 

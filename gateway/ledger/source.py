@@ -15,6 +15,9 @@ file, ``gateway costs`` and ``/v1/gateway/usage`` read through it; so should any
   ``days`` that has events; whole days only (read from counters kept per day, not from the events).
 - ``usage(tenant, now_ms=…)``: today's and this month's counters, the open budget reservations and the
   budget, as ``/v1/gateway/usage`` shows them. Always live (Redis): budgets are enforced on these counters.
+- ``export(tenants, period, fmt)``: ``merged_events`` as an export file (``gateway.ledger.formats``: CSV,
+  JSON, NDJSON or FOCUS), in chunks of bytes; the same bytes from either source. The archive has the
+  server write it (``gateway.ledger.archive_export``).
 """
 
 from __future__ import annotations
@@ -22,13 +25,15 @@ from __future__ import annotations
 import heapq
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from gateway.config.schema.ledger import BudgetConfig
 from gateway.ledger.counters import Counters
 from gateway.ledger.event import CostEvent
 from gateway.ledger.period import Period
 
+ExportFormat = Literal["csv", "json", "ndjson", "focus"]
+"""``focus``: CSV in FinOps FOCUS 1.2 columns (``gateway.ledger.focus``)."""
 DayCounters = tuple[str, str, dict[str, Counters]]
 """``(tenant, "2026-11-30", {"": overall, "<model>": per model})``."""
 
@@ -56,6 +61,8 @@ class LedgerSource(Protocol):
     def daily_counters(self, tenants: Sequence[str], days: Period) -> AsyncIterator[DayCounters]: ...
 
     async def usage(self, tenant: str, *, now_ms: int) -> TenantUsage: ...
+
+    def export(self, tenants: Sequence[str], period: Period, fmt: ExportFormat) -> AsyncIterator[bytes]: ...
 
 
 async def merge_in_time(sources: Sequence[AsyncIterator[CostEvent]]) -> AsyncIterator[CostEvent]:

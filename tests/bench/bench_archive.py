@@ -28,7 +28,8 @@ import psycopg
 from gateway.config.schema.ledger import LedgerConfig
 from gateway.ledger.apply import EventApplier
 from gateway.ledger.archive_reader import ArchiveReader
-from gateway.ledger.archive_store import ArchiveStore, ensure_schema, partition_name
+from gateway.ledger.archive_schema import ensure_schema, partition_name
+from gateway.ledger.archive_store import ArchiveStore
 from gateway.ledger.drainer import ArchiveDrainer
 from gateway.ledger.event import CostEvent
 from gateway.ledger.focus import units

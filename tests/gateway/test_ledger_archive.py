@@ -19,11 +19,11 @@ from gateway.ledger.archive_reader import ArchiveReader
 from gateway.ledger.archive_store import ArchiveStore
 from gateway.ledger.drainer import GROUP, ArchiveDrainer
 from gateway.ledger.event import CostEvent
-from gateway.ledger.formats import FORMATS, encode_events
+from gateway.ledger.formats import FORMATS
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import MS_PER_DAY, Period, day_of, month_of
 from gateway.ledger.reader import LedgerReader
-from gateway.ledger.source import LedgerSource
+from gateway.ledger.source import ExportFormat, LedgerSource
 from gateway.ledger.sources import ledger_source
 from gateway.ledger.summary import GROUPS, summarize
 from gateway.redis.server import free_port
@@ -77,9 +77,8 @@ async def everything(source: LedgerSource, tenants: list[str], period: Period) -
     return [event async for event in source.merged_events(tenants, period)]
 
 
-async def exported(source: LedgerSource, tenants: list[str], period: Period, fmt: str) -> bytes:
-    chunks = encode_events(source.merged_events(tenants, period), fmt)  # type: ignore[arg-type]
-    return b"".join([chunk async for chunk in chunks])
+async def exported(source: LedgerSource, tenants: list[str], period: Period, fmt: ExportFormat) -> bytes:
+    return b"".join([chunk async for chunk in source.export(tenants, period, fmt)])
 
 
 PERIODS = [

@@ -10,7 +10,8 @@ import orjson
 import pytest
 
 from gateway.ledger.event import CostEvent
-from gateway.ledger.formats import EVENT_COLUMNS, ExportFormat, encode_events
+from gateway.ledger.formats import EVENT_COLUMNS, encode_events
+from gateway.ledger.source import ExportFormat
 from tests.gateway.test_ledger_event import make_event
 
 

@@ -1,0 +1,129 @@
+"""The archive's exports: CSV, JSON, NDJSON and FOCUS files written by PostgreSQL, byte for byte what
+``gateway.ledger.formats.encode_events`` writes from the same events read from Redis.
+
+One query merges the tenants' events in time order (each tenant's index read in order, ties to the tenant
+listed first: ``merged_events``' order) and renders each plain row's text in SQL (``export_sql``,
+``focus_sql``); the gateway only joins the texts into chunks. A row that is not plain (archived before
+the export columns existed, or holding text a format must quote, escape or defuse) comes back as its JSON,
+which the gateway renders as it renders Redis's events (``formats.event_text``). Rows come through a
+server-side cursor, a page at a time, the next page asked for while this one is joined.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+
+import psycopg
+
+from gateway.ledger.archive_schema import STORED_COLUMNS, Connection, month_bounds
+from gateway.ledger.event import CostEvent
+from gateway.ledger.export_sql import csv_line, json_line
+from gateway.ledger.focus import FOCUS_COLUMNS
+from gateway.ledger.focus_sql import focus_rows, focus_steps
+from gateway.ledger.formats import EVENT_COLUMNS, closing, event_text, opening
+from gateway.ledger.period import Period
+from gateway.ledger.source import ExportFormat
+
+ROWS_PER_FETCH = 2_000
+_ORDER = "ORDER BY time_ms, position, stream_id"
+_ONE_TENANT = """SELECT * FROM (
+    SELECT {columns}, {position} AS position FROM ledger_events
+    WHERE tenant = %s AND month >= %s AND month <= %s AND time_ms >= %s AND time_ms < %s
+    ORDER BY time_ms, stream_id OFFSET 0
+) AS tenant_{position}"""
+"""One tenant's events in its index's order. Merged (``UNION ALL`` of these, ordered), they are read by a
+``Merge Append`` of the tenants' index scans, and ties in time put in the tenants' order by an incremental
+sort of each millisecond's events: nothing is sorted whole (the transaction turns plain sorts off)."""
+_RENDERED_FROM = ", ".join(name for name in STORED_COLUMNS if name != "event")
+"""What rows are rendered from: not ``event``, which a rendered row does not need (it is looked up for the
+others: the sort of each millisecond's rows then moves a fraction of the bytes)."""
+_EVENT = (
+    "(SELECT stored.event::text FROM ledger_events AS stored"
+    " WHERE stored.month = steps.month AND stored.tenant = steps.tenant AND stored.id = steps.id)"
+)
+
+Layers = list[dict[str, str]]
+
+
+def export_query(fmt: ExportFormat, tenants: int, *, rendered: bool) -> str:
+    """The query of an export over ``tenants`` tenants (each given its five parameters: the tenant, the
+    first and last month, the start and end ms), answering ``(text, json)`` per event: the rows' text
+    when the server rendered them, else the event's JSON. ``rendered=False``: none rendered (an archive
+    without the export columns)."""
+    columns = _RENDERED_FROM if rendered else "month, tenant, id, time_ms, stream_id"
+    merged = " UNION ALL ".join(
+        _ONE_TENANT.format(columns=columns, position=number) for number in range(tenants)
+    )
+    query = f"SELECT * FROM ({merged}) AS merged {_ORDER}"
+    layers: Layers = []
+    text, rendering = "NULL::text", "false"
+    if rendered:
+        layers, text, rendering = _rendering(fmt)
+    for number, layer in enumerate(layers):
+        computed = ", ".join(f"{sql.replace('%', '%%')} AS {name}" for name, sql in layer.items())
+        query = f"SELECT *, {computed} FROM ({query}) AS step_{number} {_ORDER}"
+    return (
+        f"SELECT CASE WHEN {rendering} THEN {text.replace('%', '%%')} END AS rendered,"
+        f" CASE WHEN {rendering} THEN NULL ELSE {_EVENT} END AS event FROM ({query}) AS steps {_ORDER}"
+    )
+
+
+def _rendering(fmt: ExportFormat) -> tuple[Layers, str, str]:
+    """The steps before the last, the rows' text, and which rows have it."""
+    if fmt == "focus":
+        return focus_steps(), focus_rows(), "focus_plain"
+    return [], csv_line() if fmt == "csv" else json_line(), "coalesce(plain, false)"
+
+
+def export_parameters(tenants: Sequence[str], period: Period) -> list[object]:
+    months = period.months()
+    first, last = month_bounds(months[0])[0], month_bounds(months[-1])[0]
+    return [value for tenant in tenants for value in (tenant, first, last, period.start_ms, period.end_ms)]
+
+
+async def export_text(
+    connection: Connection, tenants: Sequence[str], period: Period, fmt: ExportFormat, *, rendered: bool
+) -> AsyncIterator[bytes]:
+    """The export file, in chunks (a page of events each; the first once the first page is read, so that
+    a query that fails fails before anything is sent). ``connection`` is in a transaction (the cursor
+    lives in it)."""
+    columns = FOCUS_COLUMNS if fmt == "focus" else EVENT_COLUMNS
+    kind = "csv" if fmt == "focus" else fmt
+    start = opening(kind, columns)
+    if tenants:
+        render = event_text(fmt)
+        await connection.execute("SET LOCAL enable_sort = off")  # the query merges: no sort is needed
+        await connection.execute("SET LOCAL jit = off")  # compiling its expressions costs more than it saves
+        cursor = connection.cursor(name="ledger_export")
+        query = export_query(fmt, len(tenants), rendered=rendered)
+        await cursor.execute(query, export_parameters(tenants, period))
+        first = True
+        async for rows in _pages(cursor):
+            parse = CostEvent.from_json
+            lines = [line if line is not None else render(parse(raw)) for line, raw in rows]
+            if kind == "csv":
+                text = "".join(lines)
+            elif kind == "ndjson":
+                text = "\n".join(lines) + "\n"
+            else:
+                text = ("\n" if first else ",\n") + ",\n".join(lines)
+            yield (start + text).encode()
+            start, first = "", False
+    yield (start + closing(kind)).encode()
+
+
+async def _pages(
+    cursor: psycopg.AsyncServerCursor[tuple[object, ...]],
+) -> AsyncGenerator[list[tuple[str | None, str]], None]:
+    """The cursor's rows, ``ROWS_PER_FETCH`` a round trip; the next page is asked for before this one is
+    handed on (two pages held at most)."""
+    upcoming = asyncio.ensure_future(cursor.fetchmany(ROWS_PER_FETCH))
+    try:
+        while rows := await upcoming:
+            upcoming = asyncio.ensure_future(cursor.fetchmany(ROWS_PER_FETCH))
+            yield rows  # type: ignore[misc]  # (text or NULL, text or NULL) by the query
+    finally:  # stopped early: the page asked for is let in (cancelling it would break the connection)
+        with contextlib.suppress(psycopg.Error):
+            await upcoming
