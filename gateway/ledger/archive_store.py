@@ -58,7 +58,7 @@ _EXPORT_INTEGERS = {
     "status": 200, "latency_ms": 0, "counterfactual_cached_tokens": 0, "cache_write_tokens": 0,
     "tool_cost_nanos": 0,
 }  # fmt: skip
-_EXPORT_FLAGS = ("estimated", "stream")
+_EXPORT_FLAGS = ("estimated", "stream")  # booleans
 _PARTS = ("input_cost_nanos", "cached_input_cost_nanos", "cache_write_cost_nanos", "output_cost_nanos")
 _RECORD = ", ".join(
     [
@@ -147,10 +147,11 @@ def archived(stream_id: str, raw: str) -> Archived:
     """The event of a stream entry, checked (raises ``ValueError`` for one the archive cannot take)."""
     loaded: Any = orjson.loads(raw)
     month = archivable(loaded)
-    if not fits_export_columns(loaded):
+    texts = [loaded.get(name) for name in TEXT_COLUMNS]
+    if not fits_export_columns(loaded, texts):
         core = {name: loaded[name] for name in _CORE_FIELDS if name in loaded}
         return Archived(stream_id, month, raw, fields=orjson.dumps(core).decode())
-    plain = plain_text([loaded.get(name) for name in TEXT_COLUMNS])
+    plain = plain_text(texts)
     tags = loaded.get("tags")
     if tags is None:
         return Archived(stream_id, month, raw, plain=plain)
@@ -188,21 +189,22 @@ def archivable(loaded: object) -> str:
     return month_of(time_ms)
 
 
-def fits_export_columns(loaded: dict[str, Any]) -> bool:
+def fits_export_columns(loaded: dict[str, Any], texts: list[Any]) -> bool:
     """Whether an archivable event's other fields have the types the export columns hold, as every event
-    the gateway writes does (a field left out takes its default, as ``CostEvent.from_json`` gives it)."""
-    for name in ("requested_model", *_OPTIONAL_TEXT):
-        value = loaded.get(name)
-        if value is not None and (type(value) is not str or "\x00" in value):
-            return False
+    the gateway writes does (a field left out takes its default, as ``CostEvent.from_json`` gives it);
+    ``texts``: its ``TEXT_COLUMNS``."""
+    if any(text is not None and type(text) is not str for text in texts):
+        return False
+    if "\x00" in "".join(text for text in texts if text):  # what no text column of the server holds
+        return False
     for name in _EXPORT_INTEGERS:
         value = loaded.get(name, 0)
-        if type(value) is not int or value not in INT64:
+        if type(value) is not int or not -(2**63) <= value < 2**63:
             return False
-    if any(type(loaded.get(name, False)) is not bool for name in _EXPORT_FLAGS):
+    if type(loaded.get("estimated", False)) is not bool or type(loaded.get("stream", False)) is not bool:
         return False
     parts = loaded.get("cost_parts")
-    if parts is not None and any(part not in INT64 for part in parts):
+    if parts is not None and not all(-(2**63) <= part < 2**63 for part in parts):
         return False
     tags = loaded.get("tags")
     return tags is None or (type(tags) is dict and all(type(value) is str for value in tags.values()))

@@ -33,9 +33,9 @@ from gateway.ledger.archive_store import ArchiveStore
 from gateway.ledger.drainer import ArchiveDrainer
 from gateway.ledger.event import CostEvent
 from gateway.ledger.focus import units
-from gateway.ledger.formats import ExportFormat, encode_events
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import MS_PER_DAY, Period
+from gateway.ledger.source import ExportFormat
 from gateway.ledger.summary import GROUPS, summarize, total
 from gateway.redis.connect import redis_client
 from gateway.redis.server import EmbeddedRedis, free_port
@@ -131,12 +131,12 @@ async def read_back(archive_url: str, period: Period) -> tuple[int, float]:
 
 
 async def export(archive_url: str, period: Period, fmt: ExportFormat) -> tuple[int, float]:
-    """The export file in ``fmt``: returns its lines (the rows, and the CSV header) and the seconds it
-    took."""
+    """The export file in ``fmt`` (``LedgerSource.export``: what ``GET /admin/costs`` and ``gateway costs
+    export`` send): returns its lines (the rows, and the CSV header) and the seconds it took."""
     reader = ArchiveReader(archive_url)
     started, cpu = time.perf_counter(), time.process_time()
     lines = 0
-    async for chunk in encode_events(reader.merged_events(TENANTS, period), fmt):
+    async for chunk in reader.export(TENANTS, period, fmt):
         lines += chunk.count(b"\n")
     CPU[fmt] = time.process_time() - cpu
     return lines, time.perf_counter() - started
