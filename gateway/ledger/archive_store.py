@@ -148,10 +148,10 @@ def archived(stream_id: str, raw: str) -> Archived:
     loaded: Any = orjson.loads(raw)
     month = archivable(loaded)
     texts = [loaded.get(name) for name in TEXT_COLUMNS]
-    if not fits_export_columns(loaded, texts):
+    plain = plain_text(texts)  # plain text fits the columns: checked once for both, most of the time
+    if not ((plain or text_fits(texts)) and others_fit(loaded)):
         core = {name: loaded[name] for name in _CORE_FIELDS if name in loaded}
         return Archived(stream_id, month, raw, fields=orjson.dumps(core).decode())
-    plain = plain_text(texts)
     tags = loaded.get("tags")
     if tags is None:
         return Archived(stream_id, month, raw, plain=plain)
@@ -189,14 +189,17 @@ def archivable(loaded: object) -> str:
     return month_of(time_ms)
 
 
-def fits_export_columns(loaded: dict[str, Any], texts: list[Any]) -> bool:
-    """Whether an archivable event's other fields have the types the export columns hold, as every event
-    the gateway writes does (a field left out takes its default, as ``CostEvent.from_json`` gives it);
-    ``texts``: its ``TEXT_COLUMNS``."""
+def text_fits(texts: list[Any]) -> bool:
+    """Whether an event's ``TEXT_COLUMNS`` fit the server's text columns: strings (or None) without NUL."""
     if any(text is not None and type(text) is not str for text in texts):
         return False
-    if "\x00" in "".join(text for text in texts if text):  # what no text column of the server holds
-        return False
+    return "\x00" not in "".join(text for text in texts if text)
+
+
+def others_fit(loaded: dict[str, Any]) -> bool:
+    """Whether an archivable event's numbers, flags and tags have the types the export columns hold, as
+    every event the gateway writes does (a field left out takes its default, as ``CostEvent.from_json``
+    gives it)."""
     for name in _EXPORT_INTEGERS:
         value = loaded.get(name, 0)
         if type(value) is not int or not -(2**63) <= value < 2**63:
