@@ -65,7 +65,7 @@ def export_query(fmt: ExportFormat, tenants: int, *, rendered: bool) -> str:
         computed = ", ".join(f"{sql.replace('%', '%%')} AS {name}" for name, sql in layer.items())
         query = f"SELECT *, {computed} FROM ({query}) AS step_{number} {_ORDER}"
     return (
-        f"SELECT CASE WHEN {rendering} THEN {text.replace('%', '%%')} END AS rendered,"
+        f"SELECT CASE WHEN {rendering} THEN convert_to({text.replace('%', '%%')}, 'UTF8') END AS rendered,"
         f" CASE WHEN {rendering} THEN NULL ELSE {_EVENT} END AS event FROM ({query}) AS steps {_ORDER}"
     )
 
@@ -91,39 +91,39 @@ async def export_text(
     lives in it)."""
     columns = FOCUS_COLUMNS if fmt == "focus" else EVENT_COLUMNS
     kind = "csv" if fmt == "focus" else fmt
-    start = opening(kind, columns)
+    start = opening(kind, columns).encode()
     if tenants:
         render = event_text(fmt)
         await connection.execute("SET LOCAL enable_sort = off")  # the query merges: no sort is needed
         await connection.execute("SET LOCAL jit = off")  # compiling its expressions costs more than it saves
-        cursor = connection.cursor(name="ledger_export")
+        cursor = connection.cursor(name="ledger_export", binary=True)  # the rows' text comes as bytes
         query = export_query(fmt, len(tenants), rendered=rendered)
         await cursor.execute(query, export_parameters(tenants, period))
-        first = True
         async for rows in _pages(cursor):
             parse = CostEvent.from_json
-            lines = [line if line is not None else render(parse(raw)) for line, raw in rows]
+            body = [line if line is not None else render(parse(raw)).encode() for line, raw in rows]
             if kind == "csv":
-                text = "".join(lines)
+                body.insert(0, start)  # the header, on the first page
+                yield b"".join(body)
             elif kind == "ndjson":
-                text = "\n".join(lines) + "\n"
-            else:
-                text = ("\n" if first else ",\n") + ",\n".join(lines)
-            yield (start + text).encode()
-            start, first = "", False
-    yield (start + closing(kind)).encode()
+                body.append(b"")  # every line ended
+                yield b"\n".join(body)
+            else:  # the array's elements, a line each
+                yield (start + b"\n" if start else b",\n") + b",\n".join(body)
+            start = b""
+    yield start + closing(kind).encode()
 
 
 async def _pages(
     cursor: psycopg.AsyncServerCursor[tuple[object, ...]],
-) -> AsyncGenerator[list[tuple[str | None, str]], None]:
+) -> AsyncGenerator[list[tuple[bytes | None, str]], None]:
     """The cursor's rows, ``ROWS_PER_FETCH`` a round trip; the next page is asked for before this one is
     handed on (two pages held at most)."""
     upcoming = asyncio.ensure_future(cursor.fetchmany(ROWS_PER_FETCH))
     try:
         while rows := await upcoming:
             upcoming = asyncio.ensure_future(cursor.fetchmany(ROWS_PER_FETCH))
-            yield rows  # type: ignore[misc]  # (text or NULL, text or NULL) by the query
+            yield rows  # type: ignore[misc]  # (bytes or NULL, text or NULL) by the query
     finally:  # stopped early: the page asked for is let in (cancelling it would break the connection)
         with contextlib.suppress(psycopg.Error):
             await upcoming
