@@ -29,7 +29,14 @@ from gateway.ledger.counters import Counters
 from gateway.ledger.event import CostEvent
 from gateway.ledger.formats import encode_events
 from gateway.ledger.period import Period, day_of
-from gateway.ledger.source import DayCounters, ExportFormat, LedgerSource, TenantUsage, merge_blocks
+from gateway.ledger.source import (
+    DayCounters,
+    ExportFormat,
+    LedgerSource,
+    TenantUsage,
+    merge_blocks,
+    time_of,
+)
 
 ROWS_PER_FETCH = 5_000
 
@@ -89,7 +96,7 @@ class ArchiveReader:
                     cursor = connection.cursor(name=f"ledger_events_{number}")
                     await cursor.execute(_EVENTS, (tenant, first, last, period.start_ms, period.end_ms))
                     sources.append(_pages(cursor))
-                async for event in merge_blocks(sources):
+                async for event in merge_blocks(sources, key=time_of):
                     yield event
             finally:  # a reader that stops early: each page being fetched lands before the cursors close
                 for source in sources:

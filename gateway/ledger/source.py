@@ -23,9 +23,9 @@ file, ``gateway costs`` and ``/v1/gateway/usage`` read through it; so should any
 from __future__ import annotations
 
 import heapq
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 from gateway.config.schema.ledger import BudgetConfig
 from gateway.ledger.counters import Counters
@@ -34,6 +34,7 @@ from gateway.ledger.period import Period
 
 ExportFormat = Literal["csv", "json", "ndjson", "focus"]
 """``focus``: CSV in FinOps FOCUS 1.2 columns (``gateway.ledger.focus``)."""
+T = TypeVar("T")
 DayCounters = tuple[str, str, dict[str, Counters]]
 """``(tenant, "2026-11-30", {"": overall, "<model>": per model})``."""
 
@@ -65,6 +66,10 @@ class LedgerSource(Protocol):
     def export(self, tenants: Sequence[str], period: Period, fmt: ExportFormat) -> AsyncIterator[bytes]: ...
 
 
+def time_of(event: CostEvent) -> int:
+    return event.time_ms
+
+
 async def merge_in_time(sources: Sequence[AsyncIterator[CostEvent]]) -> AsyncIterator[CostEvent]:
     """Streams already in time order merged into one; ties go to the stream listed first. Holds one event
     per stream."""
@@ -82,20 +87,23 @@ async def merge_in_time(sources: Sequence[AsyncIterator[CostEvent]]) -> AsyncIte
             heapq.heappush(heap, (following.time_ms, number, following))
 
 
-async def merge_blocks(sources: Sequence[AsyncIterator[Sequence[CostEvent]]]) -> AsyncIterator[CostEvent]:
-    """``merge_in_time`` for streams that come in blocks (pages of rows): only a block's end waits."""
+async def merge_blocks(
+    sources: Sequence[AsyncIterator[Sequence[T]]], *, key: Callable[[T], int]
+) -> AsyncIterator[T]:
+    """``merge_in_time`` for streams that come in blocks (pages of rows), by ``key`` (an item's time):
+    only a block's end waits."""
     if len(sources) == 1:  # nothing to merge
         async for block in sources[0]:
-            for event in block:
-                yield event
+            for item in block:
+                yield item
         return
     heap: list[tuple[int, int, int]] = []
-    blocks: list[Sequence[CostEvent]] = []
+    blocks: list[Sequence[T]] = []
     for number, source in enumerate(sources):
         block = await _next_block(source)
         blocks.append(block)
         if block:
-            heap.append((block[0].time_ms, number, 0))
+            heap.append((key(block[0]), number, 0))
     heapq.heapify(heap)
     while heap:
         _, number, position = heap[0]
@@ -106,12 +114,12 @@ async def merge_blocks(sources: Sequence[AsyncIterator[Sequence[CostEvent]]]) ->
             block = blocks[number] = await _next_block(sources[number])
             position = 0
         if block:
-            heapq.heapreplace(heap, (block[position].time_ms, number, position))
+            heapq.heapreplace(heap, (key(block[position]), number, position))
         else:
             heapq.heappop(heap)
 
 
-async def _next_block(source: AsyncIterator[Sequence[CostEvent]]) -> Sequence[CostEvent]:
+async def _next_block(source: AsyncIterator[Sequence[T]]) -> Sequence[T]:
     """The next block, or an empty one at the end (``anext(source, ())`` trips over its tuple default)."""
     try:
         return await anext(source)
