@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -31,7 +32,7 @@ from gateway.ledger.archive_schema import (
     month_bounds,
     partition_name,
 )
-from gateway.ledger.export_sql import TEXT_COLUMNS, plain_text
+from gateway.ledger.export_sql import TEXT_COLUMNS, plain_strings, plain_text
 from gateway.ledger.period import month_of
 
 LAST_MS = 253_402_300_800_000  # 10000-01-01T00:00:00Z
@@ -146,18 +147,75 @@ class Archived:
 def archived(stream_id: str, raw: str) -> Archived:
     """The event of a stream entry, checked (raises ``ValueError`` for one the archive cannot take)."""
     loaded: Any = orjson.loads(raw)
-    month = archivable(loaded)
-    texts = [loaded.get(name) for name in TEXT_COLUMNS]
-    plain = plain_text(texts)  # plain text fits the columns: checked once for both, most of the time
-    if not ((plain or text_fits(texts)) and others_fit(loaded)):
-        core = {name: loaded[name] for name in _CORE_FIELDS if name in loaded}
-        return Archived(stream_id, month, raw, fields=orjson.dumps(core).decode())
+    usual = _usual(loaded)
+    if usual is not None:
+        month, plain = month_of(usual[_TIME]), True
+    else:  # the checks one by one: what is wrong, and whether it still fits the columns
+        month = archivable(loaded)
+        texts = [loaded.get(name) for name in TEXT_COLUMNS]
+        plain = plain_text(texts)
+        if not ((plain or text_fits(texts)) and others_fit(loaded)):
+            core = {name: loaded[name] for name in _CORE_FIELDS if name in loaded}
+            return Archived(stream_id, month, raw, fields=orjson.dumps(core).decode())
     tags = loaded.get("tags")
     if tags is None:
         return Archived(stream_id, month, raw, plain=plain)
     written = orjson.dumps(tags).decode()
     ordered = orjson.dumps(tags, option=orjson.OPT_SORT_KEYS).decode() if len(tags) > 1 else written
     return Archived(stream_id, month, raw, tags=written, sorted_tags=ordered, plain=plain)
+
+
+_USUAL_FIELDS = (
+    *TEXT_COLUMNS[:7], *_INTEGER_FIELDS, *_EXPORT_INTEGERS, *_EXPORT_FLAGS, *TEXT_COLUMNS[7:], "cost_parts",
+    "tags",
+)  # fmt: skip
+_USUAL = itemgetter(*_USUAL_FIELDS)
+_USUAL_DEFAULTS = {
+    **dict.fromkeys(_INTEGER_FIELDS[1:], 0), **_EXPORT_INTEGERS, **dict.fromkeys(_EXPORT_FLAGS, False),
+    **dict.fromkeys(TEXT_COLUMNS[7:]), "cost_parts": None, "tags": None,
+}  # fmt: skip
+_TIME = _USUAL_FIELDS.index("time_ms")
+_USUAL_TYPES = (*(str,) * 7, *(int,) * 12, bool, bool)
+_NUMBERS = slice(7, 19)
+_OPTIONAL = slice(21, 29)
+_TEXT_OR_NONE = frozenset((str, type(None)))
+_INT = frozenset((int,))
+_STR = frozenset((str,))
+
+
+def _usual(loaded: Any) -> tuple[Any, ...] | None:
+    """The fields of an event as the gateway writes them, in ``_USUAL_FIELDS`` order: every field of the
+    type its column holds, plain text (``plain_text``), numbers within 64 bits, a time before the year
+    10000, the tags' values text. None for any other (``archived`` then checks it field by field): one
+    look at the whole event instead of one per field, for the drainer's every event."""
+    if type(loaded) is not dict:
+        return None
+    try:
+        values: tuple[Any, ...] = _USUAL(_USUAL_DEFAULTS | loaded)
+    except KeyError:
+        return None
+    if tuple(map(type, values[:21])) != _USUAL_TYPES or not _TEXT_OR_NONE.issuperset(
+        map(type, values[_OPTIONAL])
+    ):
+        return None
+    numbers = values[_NUMBERS]
+    if min(numbers) < -(2**63) or max(numbers) >= 2**63 or not 0 <= values[_TIME] < LAST_MS:
+        return None
+    texts = list(filter(None, (*values[:7], *values[_OPTIONAL])))  # (empty text is plain)
+    if not values[0] or not values[1] or not plain_strings(texts):
+        return None
+    parts, tags = values[-2], values[-1]
+    if parts is not None and not (
+        type(parts) is list
+        and len(parts) == 4
+        and _INT.issuperset(map(type, parts))
+        and -(2**63) <= min(parts)
+        and max(parts) < 2**63
+    ):
+        return None
+    if tags is not None and not (type(tags) is dict and _STR.issuperset(map(type, tags.values()))):
+        return None
+    return values
 
 
 def archivable(loaded: object) -> str:

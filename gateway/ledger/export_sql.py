@@ -30,6 +30,9 @@ OPTIONAL_TEXT = frozenset(TEXT_COLUMNS[7:])
 _SPECIAL = re.compile(r"[\x00-\x1f\",\\]")
 """What a CSV cell quotes (a comma, a quote, a line end), JSON escapes (a quote, a backslash, a control
 character), or neither but a plain text column of the archive cannot hold (NUL)."""
+_FORMULA = "".join(sorted(set(FORMULA_STARTS) - {"\t", "\r"}))  # (the others are special anyway)
+_SPECIAL_BUT_NUL = re.compile(r"[\x01-\x1f\",\\]")
+_FORMULA_AFTER_NUL = re.compile("\x00[" + re.escape(_FORMULA) + "]")
 
 Cell = str | Sequence[str]
 """A cell's SQL (its text, NULL for empty), a ``Constant``, or a sequence of both written one after the
@@ -43,14 +46,20 @@ class Constant(str):
 def plain_text(values: Iterable[object]) -> bool:
     """Whether text fields need nothing done to them in any export: each is None or a string with no
     ``_SPECIAL`` character, not starting with what a spreadsheet would run as a formula."""
-    texts: list[str] = []
-    for value in values:
-        if value is None:
-            continue
-        if type(value) is not str or value[:1] in FORMULA_STARTS:
-            return False
-        texts.append(value)
-    return not _SPECIAL.search("".join(texts))
+    texts = [value for value in values if value is not None]
+    return all(type(text) is str for text in texts) and plain_strings(texts)  # type: ignore[arg-type]
+
+
+def plain_strings(texts: Sequence[str]) -> bool:
+    """``plain_text`` of strings: one look at them all, joined by NUL (which, inside one, the count of NULs
+    gives away)."""
+    joined = "\x00".join(texts)
+    return (
+        joined.count("\x00") == max(len(texts) - 1, 0)
+        and (not joined or joined[0] not in _FORMULA)
+        and not _SPECIAL_BUT_NUL.search(joined)
+        and not _FORMULA_AFTER_NUL.search(joined)
+    )
 
 
 def literal(text: str) -> str:

@@ -336,7 +336,9 @@ def test_plain_text_refuses_what_a_format_changes() -> None:
     for text in ("=1", "+1", "-1", "@a", "a,b", 'a"b', "a\\b", "a\nb", "a\rb", "\ta", "a\x00b", "a\x1fb"):
         assert not plain_text([text]), text
     assert plain_text(["a-b", "a=b", "é漢字😀", "", None, "a b", "a;b"])
+    assert plain_text([]) and plain_text([None, ""])
     assert not plain_text(["fine", 5])
+    assert not plain_text(["fine", "=x"]) and not plain_text(["", "-x"]) and not plain_text(["a", "b\x00"])
 
 
 def test_unit_prices_are_exact_and_round_half_to_even() -> None:
