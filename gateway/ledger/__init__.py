@@ -4,8 +4,9 @@ tenants' budgets enforced with reservations. HTTP routes live in ``gateway.ledge
 Writing: ``Ledger`` (``record(event)`` on the request path, batches in the background, spools when Redis
 is down). Budgets: ``Budgets.reserve()`` before forwarding, settled by the request's cost event.
 Reading: one interface, ``LedgerSource`` (``gateway.ledger.source``: tenants, events in time order, daily
-counters, a tenant's usage), answered by Redis (``LedgerReader``) or by the PostgreSQL archive
-(``gateway.ledger.archive_reader.ArchiveReader``); ``ledger_source(config, redis)`` picks by the config.
+counters, a tenant's usage, export files), answered by Redis (``LedgerReader``) or by the PostgreSQL archive
+(``gateway.ledger.archive_reader.ArchiveReader``, whose exports PostgreSQL writes:
+``gateway.ledger.archive_export``); ``ledger_source(config, redis)`` picks by the config.
 Archiving: ``gateway.ledger.drainer.ArchiveDrainer`` copies the cost streams into the archive in the
 background (only when ``ledger.archive`` is set; its modules load only then).
 """

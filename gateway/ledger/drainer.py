@@ -38,8 +38,9 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from gateway.config.schema.ledger import LedgerConfig
+from gateway.ledger.archive_rows import Archived, archived
 from gateway.ledger.archive_schema import month_bounds
-from gateway.ledger.archive_store import Archived, ArchiveStore, archived
+from gateway.ledger.archive_store import ArchiveStore
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import MS_PER_DAY, Period, to_ms
 from gateway.ledger.reply import integer, text
