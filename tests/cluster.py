@@ -15,7 +15,8 @@ from pathlib import Path
 import redis
 from redis.crc import key_slot
 
-from gateway.redis.server import EmbeddedRedis, free_cluster_port
+from gateway.redis.server import EmbeddedRedis
+from tests.ports import free_cluster_port
 
 SLOTS = 16_384
 

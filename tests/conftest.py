@@ -13,7 +13,8 @@ import pytest
 import redis.asyncio as aioredis
 from hypothesis import settings as hypothesis_settings
 
-from gateway.redis.server import EmbeddedRedis, EmbeddedRedisError, free_port
+from gateway.redis.server import EmbeddedRedis, EmbeddedRedisError
+from tests.ports import free_port
 from tests.postgres import NoPostgres, Schemas, test_database
 from tests.redis_db import DatabaseRefused, claim_database
 from tests.redis_server import RedisChoice, redis_choice

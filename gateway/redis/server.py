@@ -13,7 +13,6 @@ If the gateway dies outright, Linux stops the server with it.
 
 from __future__ import annotations
 
-import random
 import shutil
 import signal
 import socket
@@ -217,23 +216,3 @@ def _die_with_parent() -> None:
 
     pr_set_pdeathsig = 1
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def free_cluster_port(attempts: int = 100) -> int:
-    """A free port P at most ``MAX_CLUSTER_PORT`` whose cluster bus port P + 10000 is free too."""
-    for _ in range(attempts):
-        port = random.randint(20_000, MAX_CLUSTER_PORT)
-        try:
-            with socket.socket() as node, socket.socket() as bus:
-                node.bind(("127.0.0.1", port))
-                bus.bind(("127.0.0.1", port + 10_000))
-        except OSError:
-            continue
-        return port
-    raise EmbeddedRedisError("no free pair of ports for a cluster node")

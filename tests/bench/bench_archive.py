@@ -38,7 +38,8 @@ from gateway.ledger.period import MS_PER_DAY, Period
 from gateway.ledger.source import ExportFormat
 from gateway.ledger.summary import GROUPS, summarize, total
 from gateway.redis.connect import redis_client
-from gateway.redis.server import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis
+from tests.ports import free_port
 from tests.postgres import Schemas, test_database
 
 DEC_1 = 1_796_083_200_000  # 2026-12-01T00:00:00Z

@@ -26,7 +26,6 @@ from pathlib import Path
 
 import orjson
 
-from gateway.redis.server import free_port
 from tests.bench.harness import (
     PYTHON,
     closed_loop,
@@ -39,6 +38,7 @@ from tests.bench.harness import (
     process,
 )
 from tests.factories import OTHER_KEY, TENANT_KEY, make_config, write_config
+from tests.ports import free_port
 
 PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages"}
 

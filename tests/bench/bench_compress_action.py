@@ -54,7 +54,7 @@ from gateway.config.settings import Settings
 from gateway.core.cache import RedisCache
 from gateway.core.planning import plan_chat
 from gateway.edge.app import create_app
-from gateway.redis.server import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis
 from gateway.tokens.adapter import ModelTokens
 from policies import Facts
 from tests.factories import (
@@ -67,6 +67,7 @@ from tests.factories import (
 )
 from tests.fixtures.conversations import conversation, tokens_of
 from tests.fixtures.haystack import ProseGenerator
+from tests.ports import free_port
 
 CHEAP_UPSTREAM = "gpt-5.4-mini"
 SUMMARY = (

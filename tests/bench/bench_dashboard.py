@@ -27,7 +27,8 @@ from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import MS_PER_DAY, day_of
 from gateway.ledger.reader import LedgerReader
-from gateway.redis.server import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis
+from tests.ports import free_port
 
 KEY = "bench-admin-key"
 

@@ -22,10 +22,10 @@ from typing import Any
 
 import httpx
 
-from gateway.redis.server import free_port
 from tests.bench.bench_proxy import PATHS, body
 from tests.bench.harness import PYTHON, cpu_seconds, ms, open_loop, percentile, pinned, post_json, process
 from tests.factories import ADMIN_KEY, TENANT_KEY, make_config, write_config
+from tests.ports import free_port
 
 VARIANTS = ("plain", "nomatch", "shadow10")
 

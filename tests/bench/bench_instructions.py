@@ -24,10 +24,10 @@ from pathlib import Path
 
 import aiohttp
 
-from gateway.redis.server import free_port
 from tests.bench.bench_proxy import PATHS, body, gateway_env
 from tests.bench.harness import PYTHON, post_json, process
 from tests.factories import TENANT_KEY
+from tests.ports import free_port
 
 CONCURRENCY = 4
 

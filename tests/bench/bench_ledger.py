@@ -21,7 +21,8 @@ import redis.asyncio as aioredis
 from gateway.config.schema.ledger import LedgerConfig
 from gateway.ledger.event import CostEvent
 from gateway.ledger.writer import Ledger
-from gateway.redis.server import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis
+from tests.ports import free_port
 
 BURST = 200  # events recorded between two yields to the event loop, as if from that many requests
 

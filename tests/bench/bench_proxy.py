@@ -23,7 +23,6 @@ from pathlib import Path
 
 import orjson
 
-from gateway.redis.server import free_port
 from tests.bench.harness import (
     PYTHON,
     closed_loop,
@@ -38,6 +37,7 @@ from tests.bench.harness import (
     wrk_throughput,
 )
 from tests.factories import TENANT_KEY, make_config, write_config
+from tests.ports import free_port
 
 PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
 

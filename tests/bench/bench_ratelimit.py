@@ -25,9 +25,9 @@ from pathlib import Path
 import aiohttp
 import orjson
 
-from gateway.redis.server import free_port
 from tests.bench.harness import PYTHON, process
 from tests.factories import make_config, write_config
+from tests.ports import free_port
 
 
 async def burst(url: str, key: str, concurrent: int) -> tuple[Counter[int], float, dict[int, bytes]]:

@@ -30,8 +30,9 @@ from gateway.ledger.event import CostEvent
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import Period
 from gateway.ledger.reader import LedgerReader
-from gateway.redis.server import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis
 from tests.factories import make_config
+from tests.ports import free_port
 
 START_MS = 1_795_000_000_000  # 2026-11-18
 PROMPTS = (1_200, 8_000, 40_000, 120_000, 210_000, 240_000, 258_000, 300_000)

@@ -22,7 +22,7 @@ from gateway.base.record import RequestRecord
 from gateway.base.types import Tenant, Usage
 from gateway.commands.probes import tokenizer_for
 from gateway.config.schema.sampling import SamplingConfig
-from gateway.redis.server import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.observer import Sampler
 from gateway.sampling.probes.haystack import build_prompt
@@ -32,6 +32,7 @@ from gateway.sampling.report.reader import SampleReader
 from gateway.sampling.report.report import build_report
 from gateway.sampling.store import SampleWriter
 from tests.gateway.test_sampling_factories import planted_signals
+from tests.ports import free_port
 
 ROWS: list[tuple[str, str, str]] = []
 

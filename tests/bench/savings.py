@@ -25,10 +25,10 @@ import orjson
 from gateway.base.types import Usage
 from gateway.config.schema.root import ModelPricing
 from gateway.money.pricing import price
-from gateway.redis.server import free_port
 from tests.bench.harness import PYTHON, process
 from tests.factories import make_config, shared_counter, write_config
 from tests.fixtures.haystack import ProseGenerator
+from tests.ports import free_port
 
 WARNING, CLIFF = 250_000, 272_000
 ANSWER_TOKENS = 50

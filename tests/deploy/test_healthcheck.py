@@ -9,9 +9,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from gateway.redis.server import free_port
 from tests.deploy.dockerfile import Dockerfile
 from tests.deploy.healthcheck import run_healthcheck
+from tests.ports import free_port
 
 
 @contextmanager

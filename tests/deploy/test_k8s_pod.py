@@ -23,7 +23,6 @@ import httpx
 import pytest
 import yaml
 
-from gateway.redis.server import free_port
 from tests.deploy.healthcheck import run_healthcheck
 from tests.deploy.manifests import (
     SECRET_TEMPLATE,
@@ -39,6 +38,7 @@ from tests.deploy.manifests import (
     resource_field_value,
 )
 from tests.deploy.volume import ConfigMapVolume
+from tests.ports import free_port
 
 NEW_MODEL = "reload-test-model"
 

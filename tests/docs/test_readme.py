@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.redis.server import free_port
 from tests.docs.reader import ROOT, Session, blocks, checkout, run_document, unknown
+from tests.ports import free_port
 
 README = ROOT / "README.md"
 FRONT_PAGE_LINES = 120

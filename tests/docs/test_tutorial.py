@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.redis.server import free_port
 from tests.docs.reader import ROOT, Session, blocks, checkout, matches, run_document, unknown
+from tests.ports import free_port
 
 TUTORIAL = ROOT / "docs" / "tutorial.md"
 

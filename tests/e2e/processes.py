@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from gateway.redis.server import free_port
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -29,12 +29,13 @@ from gateway.ledger.apply import EventApplier
 from gateway.ledger.period import day_of
 from gateway.redis.connect import RedisMode, RedisModeError, open_redis
 from gateway.redis.mode import ModeWatch
-from gateway.redis.server import EmbeddedRedis, free_cluster_port, free_port
+from gateway.redis.server import EmbeddedRedis
 from tests.cluster import redis_cluster
 from tests.e2e.processes import ROOT
 from tests.e2e.test_shutdown import mock_config, serving
 from tests.factories import write_config
 from tests.gateway.test_ledger_event import make_event
+from tests.ports import free_cluster_port, free_port
 
 NODES = 3
 CHAT = {"model": "gpt-5.4", "max_tokens": 5, "messages": [{"role": "user", "content": "Hello there"}]}

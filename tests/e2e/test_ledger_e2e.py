@@ -28,7 +28,7 @@ from gateway.ledger import CostEvent, LedgerReader, Period, usd
 from gateway.ledger.period import day_of
 from gateway.ledger.spool import REJECTED
 from gateway.money.pricing import nanos_per_token, price, price_at_tier
-from gateway.redis.server import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis
 from tests.e2e.ledger_helpers import (
     KEYS,
     Outcome,
@@ -45,6 +45,7 @@ from tests.e2e.ledger_helpers import (
 from tests.e2e.processes import gateway_process
 from tests.factories import make_config, shared_counter, write_config
 from tests.fixtures.conversations import conversation_of, document_with_needle, tokens_of
+from tests.ports import free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -21,9 +21,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.ledger import CostEvent, Ledger, LedgerReader, Period
-from gateway.redis.server import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis
 from tests.e2e.processes import ROOT, wait_until_up
 from tests.factories import TENANT_KEY, make_config, write_config
+from tests.ports import free_port
 
 CHUNKS = 20
 PROMPT = "x" * 34  # the mock answers "echo: " + the prompt: 40 characters, 20 pieces of 2

@@ -27,7 +27,6 @@ from gateway.ledger.apply import EventApplier
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import to_ms
 from gateway.ledger.reader import LedgerReader
-from gateway.redis.server import free_port
 from tests.alert_receiver import receiver
 from tests.factories import (
     ADMIN_KEY,
@@ -39,6 +38,7 @@ from tests.factories import (
     make_config,
 )
 from tests.gateway.test_ledger_event import make_event
+from tests.ports import free_port
 
 DOLLAR = 1_000_000_000
 NOV_11 = to_ms(datetime(2026, 11, 11, tzinfo=UTC))  # a third of November gone

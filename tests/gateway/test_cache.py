@@ -9,7 +9,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.core.cache import RedisCache
-from gateway.redis.server import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis
+from tests.ports import free_port
 
 
 @pytest.mark.anyio

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.cli import main
-from gateway.redis.server import free_port
+from tests.ports import free_port
 
 COMMANDS = {
     "costs": ("costs", "summary"),

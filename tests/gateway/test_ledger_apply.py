@@ -13,8 +13,9 @@ from gateway.ledger.apply import EventApplier, StoreUnavailable
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import day_of, month_expiry, month_of
 from gateway.ledger.summary import read_counters
-from gateway.redis.server import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis
 from tests.gateway.test_ledger_event import NOV_30_NOON, make_event
+from tests.ports import free_port
 
 KEYS = LedgerKeys()
 

@@ -26,9 +26,9 @@ from gateway.ledger.reader import LedgerReader
 from gateway.ledger.source import ExportFormat, LedgerSource
 from gateway.ledger.sources import ledger_source
 from gateway.ledger.summary import GROUPS, summarize
-from gateway.redis.server import free_port
 from tests.gateway.test_ledger_event import NOV_30_NOON, make_event
 from tests.gateway.test_ledger_reader import store
+from tests.ports import free_port
 
 HOUR = 3_600_000
 OCT_31 = NOV_30_NOON - 30 * MS_PER_DAY

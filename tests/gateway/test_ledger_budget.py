@@ -19,8 +19,9 @@ from gateway.ledger.budget import MAX_CONCURRENT_CHECKS, Budgets, Reservation
 from gateway.ledger.keys import LedgerKeys
 from gateway.ledger.period import day_of, month_of
 from gateway.ledger.summary import read_counters
-from gateway.redis.server import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis
 from tests.gateway.test_ledger_event import make_event
+from tests.ports import free_port
 
 KEYS = LedgerKeys()
 CENT = 10_000_000  # nanos

@@ -17,9 +17,10 @@ from gateway.commands import store
 from gateway.config.settings import Settings
 from gateway.ledger.apply import EventApplier
 from gateway.ledger.keys import LedgerKeys
-from gateway.redis.server import EmbeddedRedis, embedded_redis_dir, free_port
+from gateway.redis.server import EmbeddedRedis, embedded_redis_dir
 from tests.factories import make_config, write_config
 from tests.gateway.test_ledger_event import make_event
+from tests.ports import free_port
 
 EVENTS = [make_event(n, tenant=["alpha", "beta"][n % 2]) for n in range(40)]
 

@@ -25,8 +25,9 @@ from gateway.ledger.period import day_of, month_of
 from gateway.ledger.spool import REJECTED
 from gateway.ledger.summary import read_counters
 from gateway.ledger.writer import Ledger
-from gateway.redis.server import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis
 from tests.gateway.test_ledger_event import make_event
+from tests.ports import free_port
 
 KEYS = LedgerKeys()
 FAST = LedgerConfig(probe_interval_seconds=0.05, write_timeout_seconds=0.5, linger_seconds=0.001)

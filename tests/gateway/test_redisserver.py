@@ -6,8 +6,9 @@ from pathlib import Path
 
 import redis
 
-from gateway.redis.server import EmbeddedRedis, free_port, packaged_server_binary, redis_server_binary
+from gateway.redis.server import EmbeddedRedis, packaged_server_binary, redis_server_binary
 from gateway.redis.version import MINIMUM
+from tests.ports import free_port
 
 
 def test_the_embedded_binary_is_the_packaged_valkey() -> None:

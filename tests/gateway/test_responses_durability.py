@@ -11,7 +11,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.fronts.responses.memory import Remembered, ResponseMemory, response_key
-from gateway.redis.server import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis
+from tests.ports import free_port
 
 VALUE = Remembered(provider="openai", model="gpt-5.4", input_tokens=1_200, output_tokens=80)
 

@@ -112,7 +112,7 @@ def test_probe_run_rejects_bad_plans(
 
 
 def test_probe_run_fails_when_every_probe_fails(capsys: pytest.CaptureFixture[str]) -> None:
-    from gateway.redis.server import free_port
+    from tests.ports import free_port
 
     url = f"http://127.0.0.1:{free_port()}"
     argv = ("--lengths", "500", "--depths", "0.5", "--approximate-tokens", "--no-store", "--base-url", url)

@@ -25,11 +25,11 @@ from gateway.cli import main
 from gateway.config.schema.root import ProviderConfig
 from gateway.config.settings import Settings
 from gateway.edge.app import create_app
-from gateway.redis.server import free_port
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.probes.needle import ProbeResult
 from gateway.tokens.vocab import load_vocabulary
 from tests.factories import ADMIN_KEY, TENANT_KEY, make_config, write_config
+from tests.ports import free_port
 
 PLANTED_TOKENS = 3_000
 FACT = re.compile(r"The access code for the (\S+) archive is (\S+)\.")

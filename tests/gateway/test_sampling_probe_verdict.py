@@ -19,12 +19,12 @@ from starlette.routing import Route
 
 from gateway.cli import main
 from gateway.config.schema.sampling import BoundaryConfig, SamplingConfig
-from gateway.redis.server import free_port
 from gateway.sampling.probes.recall import recall_grid
 from gateway.sampling.report.html import render_html
 from gateway.sampling.report.report import build_report
 from gateway.sampling.report.table import render_report
 from tests.gateway.test_sampling_factories import NOW, make_probe
+from tests.ports import free_port
 
 FACT = re.compile(r"The access code for the (\S+) archive is (\S+)\.")
 Answer = Callable[[str], str]

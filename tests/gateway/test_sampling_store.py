@@ -10,11 +10,12 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.config.schema.sampling import SamplingConfig
-from gateway.redis.server import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis
 from gateway.sampling.keys import SamplingKeys
 from gateway.sampling.report.reader import SampleReader
 from gateway.sampling.store import SampleWriter
 from tests.gateway.test_sampling_factories import make_signal
+from tests.ports import free_port
 
 KEYS = SamplingKeys()
 

@@ -19,7 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from gateway.config.schema.ledger import BudgetConfig, LedgerConfig
 from gateway.edge.lifespan import redis_client
 from gateway.ledger.budget import Budgets
-from gateway.redis.server import EmbeddedRedis, free_port
+from gateway.redis.server import EmbeddedRedis
+from tests.ports import free_port
 from tests.security.conftest import Tenants
 
 
