@@ -16,7 +16,7 @@ from hypothesis import settings as hypothesis_settings
 from gateway.redis.server import EmbeddedRedis, EmbeddedRedisError
 from tests.ports import free_port
 from tests.postgres import NoPostgres, Schemas, test_database
-from tests.redis_db import DatabaseRefused, claim_database
+from tests.redis_db import DatabaseRefused, claim_database, worker_database
 from tests.redis_server import RedisChoice, redis_choice
 
 # Property tests draw the same examples on every run (no chance in the suite: a failure is found again, not
@@ -73,11 +73,12 @@ def _clean_gateway_env(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def redis_url(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The run's Redis: the database GATEWAY_TEST_REDIS_URL names (taken only when it is empty or the
-    tests', emptied at the end), else a server the run starts (GATEWAY_TEST_REDIS_SERVER) on a free port."""
+    tests', emptied at the end; under pytest-xdist, each worker its own: ``worker_database``), else a
+    server the run starts (GATEWAY_TEST_REDIS_SERVER) on a free port, one for each worker."""
     choice = pytestconfig.stash[REDIS_CHOICE]
     if choice.url is not None:
         try:
-            claim = claim_database(choice.url)
+            claim = claim_database(worker_database(choice.url, os.environ.get("PYTEST_XDIST_WORKER")))
         except DatabaseRefused as exc:
             pytest.exit(str(exc), returncode=pytest.ExitCode.USAGE_ERROR)
         try:

@@ -6,12 +6,15 @@ left behind (their marker key, no live lease): it takes the lease (``SET`` with 
 runs never share a database), marks the database as the tests', and ``FLUSHDB``s it at the end. A database
 holding anyone else's keys, or leased by a run still going, is refused with the reason; nothing in it is
 touched. A run that crashed leaves its lease to expire; the next run then empties that database and takes it.
+
+A run split over pytest-xdist workers takes a database for each: worker ``gwK`` the named number + K (``gw0``
+the named one, ``gw1`` the next, …), each claimed as above (``worker_database``).
 """
 
 from __future__ import annotations
 
 import uuid
-from urllib.parse import urlparse, urlunparse
+from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
 import redis
 from redis.connection import parse_url
@@ -68,6 +71,19 @@ def named_database(url: str) -> int:
             "use and empty, e.g. redis://127.0.0.1:6379/9 (or unix:///path/redis.sock?db=9)"
         )
     return int(database)
+
+
+def worker_database(url: str, worker: str | None) -> str:
+    """The database of ``url`` that one process of the run takes: the named one, or under pytest-xdist
+    (``worker``: its ``PYTEST_XDIST_WORKER``, ``gwK``) the named number + K, so no two workers share one."""
+    if not worker:
+        return url
+    number = named_database(url) + int(worker.removeprefix("gw"))
+    base, _, query = url.partition("?")
+    fields = parse_qsl(query, keep_blank_values=True)
+    if any(key == "db" for key, _ in fields):  # kept as text: urlunparse would drop unix:///'s empty host
+        return f"{base}?{urlencode([(key, str(number) if key == 'db' else value) for key, value in fields])}"
+    return with_database(url, number)
 
 
 def claim_database(url: str) -> Claim:

@@ -10,8 +10,17 @@ from pathlib import Path
 import pytest
 import redis
 
-from gateway.redis.server import EmbeddedRedis, free_port
-from tests.redis_db import LEASE, MARKER, DatabaseRefused, claim_database, redacted, with_database
+from gateway.redis.server import EmbeddedRedis
+from tests.ports import free_port
+from tests.redis_db import (
+    LEASE,
+    MARKER,
+    DatabaseRefused,
+    claim_database,
+    redacted,
+    with_database,
+    worker_database,
+)
 
 
 @pytest.fixture
@@ -80,3 +89,24 @@ def test_messages_never_show_a_password() -> None:
     assert redacted("redis://:s3cret@host:6379/2") == "redis://:***@host:6379/2"
     assert redacted("rediss://user:s3cret@host/2") == "rediss://user:***@host/2"
     assert redacted("redis://host:6379/2") == "redis://host:6379/2"
+
+
+@pytest.mark.parametrize(
+    ("url", "worker", "expected"),
+    [
+        ("redis://host:6379/9", None, "redis://host:6379/9"),
+        ("redis://host:6379/9", "", "redis://host:6379/9"),
+        ("redis://host:6379/9", "gw0", "redis://host:6379/9"),
+        ("redis://:pw@host:6379/9", "gw1", "redis://:pw@host:6379/10"),
+        ("unix:///run/redis.sock?db=9", "gw2", "unix:///run/redis.sock?db=11"),
+    ],
+)
+def test_each_worker_takes_a_database_of_its_own(url: str, worker: str | None, expected: str) -> None:
+    assert worker_database(url, worker) == expected
+
+
+def test_two_workers_of_one_run_each_claim_their_database(server: str) -> None:
+    first = claim_database(worker_database(with_database(server, 5), "gw0"))
+    second = claim_database(worker_database(with_database(server, 5), "gw1"))  # not refused as in use
+    assert database(server, 5).exists(LEASE) and database(server, 6).exists(LEASE)
+    assert first.release() and second.release()
