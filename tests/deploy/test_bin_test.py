@@ -1,6 +1,7 @@
 """``bin/test`` (what CI runs): the whole suite against the system's Redis when there is one, then the tests
-that use Redis again against the embedded server; once against the embedded server otherwise. ``bin/setup``,
-ruff, mypy and pytest are replaced here by stand-ins that record how they were called."""
+that use Redis again against the embedded server; once against the embedded server otherwise; each run spread
+over the cores (pytest-xdist). ``bin/setup``, ruff, mypy and pytest are replaced here by stand-ins that record
+how they were called."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+XDIST = "-n auto --dist loadfile"
+"""What bin/test puts before the caller's arguments: the tests spread over the cores (pytest-xdist)."""
 
 PYTEST = """\
 #!/bin/sh
@@ -52,19 +55,22 @@ def test_the_suite_runs_on_the_system_redis_then_the_redis_tests_on_the_embedded
     root = checkout(tmp_path, system_redis=True)
     assert run(root, "-q", "tests/x") == (
         0,
-        ["system|unset|-q tests/x", "embedded|unset|-m redis and not e2e -q tests/x"],
+        [f"system|unset|{XDIST} -q tests/x", f"embedded|unset|-m redis and not e2e {XDIST} -q tests/x"],
     )
 
 
 def test_without_a_system_redis_the_whole_suite_runs_once_on_the_embedded(tmp_path: Path) -> None:
     root = checkout(tmp_path, system_redis=False)
-    assert run(root, "-q") == (0, ["embedded|unset|-q"])
+    assert run(root, "-q") == (0, [f"embedded|unset|{XDIST} -q"])
 
 
 def test_a_named_database_takes_the_first_run_and_the_embedded_server_the_second(tmp_path: Path) -> None:
     root = checkout(tmp_path, system_redis=False)
     code, calls = run(root, GATEWAY_TEST_REDIS_URL="redis://127.0.0.1:6379/9")
-    assert (code, calls) == (0, ["system|redis://127.0.0.1:6379/9|", "embedded|unset|-m redis and not e2e"])
+    assert (code, calls) == (
+        0,
+        [f"system|redis://127.0.0.1:6379/9|{XDIST}", f"embedded|unset|-m redis and not e2e {XDIST}"],
+    )
 
 
 def test_a_second_run_that_selects_no_redis_test_is_no_failure(tmp_path: Path) -> None:
@@ -74,11 +80,14 @@ def test_a_second_run_that_selects_no_redis_test_is_no_failure(tmp_path: Path) -
 
 def test_a_failure_in_either_run_fails_bin_test(tmp_path: Path) -> None:
     root = checkout(tmp_path, system_redis=True)
-    assert run(root, codes=(0, 1)) == (1, ["system|unset|", "embedded|unset|-m redis and not e2e"])
+    assert run(root, codes=(0, 1)) == (
+        1,
+        [f"system|unset|{XDIST}", f"embedded|unset|-m redis and not e2e {XDIST}"],
+    )
     (root / "calls").unlink()
-    assert run(root, codes=(1,)) == (1, ["system|unset|"])  # stops at the first failure
+    assert run(root, codes=(1,)) == (1, [f"system|unset|{XDIST}"])  # stops at the first failure
 
 
 def test_a_server_chosen_by_the_caller_runs_the_whole_suite_once(tmp_path: Path) -> None:
     root = checkout(tmp_path, system_redis=True)
-    assert run(root, "-x", GATEWAY_TEST_REDIS_SERVER="embedded") == (0, ["embedded|unset|-x"])
+    assert run(root, "-x", GATEWAY_TEST_REDIS_SERVER="embedded") == (0, [f"embedded|unset|{XDIST} -x"])
