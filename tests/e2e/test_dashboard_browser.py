@@ -25,9 +25,9 @@ import redis.asyncio as aioredis
 from gateway.base.money import nanos_from_usd
 from gateway.cli import main
 from gateway.dashboard.text import dollars
-from gateway.ledger import CostEvent, LedgerReader, Period
+from gateway.ledger import CostEvent, LedgerKeys, LedgerReader, Period
 from gateway.ledger.period import day_of
-from tests.e2e.ledger_helpers import KEYS, wait_until
+from tests.e2e.ledger_helpers import wait_until
 from tests.e2e.processes import gateway_process
 from tests.factories import OTHER_KEY, TENANT_KEY, make_config, write_config
 
@@ -50,6 +50,9 @@ class Served:
     url: str
     tenants: tuple[str, str]
     events: tuple[CostEvent, ...]
+    keys: LedgerKeys
+    """The ledger of this gateway alone: "every tenant" on the page is its two tenants, whatever else the
+    run's Redis holds (the chart names the 7 tenants that spent most, and other tests spend too)."""
 
 
 def traffic(url: str) -> None:
@@ -64,10 +67,12 @@ def traffic(url: str) -> None:
             )
 
 
-def recorded(redis_url: str, tenants: tuple[str, ...], started: float, count: int) -> list[CostEvent]:
+def recorded(
+    redis_url: str, keys: LedgerKeys, tenants: tuple[str, ...], started: float, count: int
+) -> list[CostEvent]:
     async def read() -> list[CostEvent]:
         client = aioredis.Redis.from_url(redis_url)
-        reader = LedgerReader(client, keys=KEYS)
+        reader = LedgerReader(client, keys=keys)
         period = Period(int(started * 1000) - 60_000, int(time.time() * 1000) + 60_000)
         found: list[CostEvent] = []
 
@@ -89,6 +94,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, mock_url: str, redis_url: s
     directory = tmp_path_factory.mktemp("dashboard")
     suffix = uuid.uuid4().hex[:8]  # tenants of their own: the page shows only this run's spend
     tenants = (f"finance-{suffix}", f"research-{suffix}")
+    keys = LedgerKeys(f"dashboard-{suffix}")
     config = make_config(
         tenants={
             tenants[0]: {"keys": [TENANT_KEY], "budget": {"monthly_usd": "0.001", "hard": False}},
@@ -97,16 +103,22 @@ def served(tmp_path_factory: pytest.TempPathFactory, mock_url: str, redis_url: s
     )
     config["providers"]["mock"]["base_url"] = f"{mock_url}/v1"
     config["models"]["small"]["pricing"] = {"input": "0.75", "cached_input": "0.075", "output": "4.50"}
+    config["ledger"] = {"key_prefix": keys.prefix}
     path = write_config(directory / "gateway.yaml", config)
     with gateway_process(path, redis_url, directory) as url:
         started = time.time()
         traffic(url)
-        events = recorded(redis_url, tenants, started, 6)
-        yield Served(url, tenants, tuple(events))
+        events = recorded(redis_url, keys, tenants, started, 6)
+        yield Served(url, tenants, tuple(events), keys)
 
 
 def summary(
-    capsys: pytest.CaptureFixture[str], redis_url: str, *args: str, group_by: str = "tenant", only: str = ""
+    capsys: pytest.CaptureFixture[str],
+    redis_url: str,
+    keys: LedgerKeys,
+    *args: str,
+    group_by: str = "tenant",
+    only: str = "",
 ) -> dict[str, int]:
     """``gateway costs summary`` totals (nano-dollars and requests), as finance would run it; ``only``:
     of that group's row alone."""
@@ -120,6 +132,8 @@ def summary(
         group_by,
         "--redis-url",
         redis_url,
+        "--key-prefix",
+        keys.prefix,
         *args,
     ]
     with ThreadPoolExecutor(1) as thread:  # its own thread: the browser's driver holds an event loop here
@@ -163,7 +177,7 @@ def test_dashboard_in_chromium_signs_in_filters_and_matches_the_ledger(
             page.get_by_label("Period", exact=True).select_option("7d")
             page.get_by_label("Tenant", exact=True).select_option(first)
             page.get_by_role("button", name="Apply").click()
-            expected = summary(capsys, redis_url, "--tenant", first, "--from", week_start)
+            expected = summary(capsys, redis_url, served.keys, "--tenant", first, "--from", week_start)
             assert expected["requests"] == 4 and expected["cost"] > 0
             expect(page.locator("#total-cost")).to_have_text(dollars(expected["cost"]))
             expect(page.locator("#total-saving")).to_have_text(dollars(expected["saving"]))
@@ -181,7 +195,12 @@ def test_dashboard_in_chromium_signs_in_filters_and_matches_the_ledger(
             page.get_by_role("button", name="Apply").click()
             expect(page.get_by_label("Model", exact=True)).to_have_value("small")
             small_only = summary(
-                capsys, redis_url, "--from", first_day, "--to", last_day, group_by="model", only="small"
+                capsys,
+                redis_url,
+                served.keys,
+                *("--from", first_day, "--to", last_day),
+                group_by="model",
+                only="small",
             )
             expect(page.locator("#total-cost")).to_have_text(dollars(small_only["cost"]))
             expect(page.locator("#total-requests")).to_have_text(f"{small_only['requests']:,}")
