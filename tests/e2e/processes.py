@@ -15,9 +15,13 @@ import httpx
 from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+STARTUP_SECONDS = 90.0
+"""How long a process may take to answer before it is taken for hung: a guard, not a measure. A gateway
+with workers starts in a few seconds alone, but several times slower on a loaded machine (the test run's
+workers and their processes share the cores); one that exits is reported at once."""
 
 
-def wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+def wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = STARTUP_SECONDS) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -53,7 +53,7 @@ def serving(
             start_new_session=True,
         )  # fmt: skip
         try:
-            wait_until_up(f"http://127.0.0.1:{port}{wait_for}", process, timeout=90)
+            wait_until_up(f"http://127.0.0.1:{port}{wait_for}", process)
             yield process, f"http://127.0.0.1:{port}"
         finally:
             if process.poll() is None:
