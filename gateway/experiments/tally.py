@@ -34,13 +34,14 @@ class Tally:
         write: Write,
         write_pairs: WritePairs,
         *,
-        every: float = FLUSH_SECONDS,
+        every: float | None = None,
         trouble: RedisTrouble | None = None,
     ) -> None:
-        """``trouble``: where failed writes are logged and counted (by default: logged, rate-limited)."""
+        """``every``: seconds between two flushes (``FLUSH_SECONDS``, as it is when the tally is made);
+        ``trouble``: where failed writes are logged and counted (by default: logged, rate-limited)."""
         self._write = write
         self._write_pairs = write_pairs
-        self._every = every
+        self._every = FLUSH_SECONDS if every is None else every
         self._trouble = trouble or RedisTrouble()
         self._counts: dict[tuple[str, str], Counter[str]] = {}
         self._pairs: list[tuple[str, Mapping[str, Any]]] = []

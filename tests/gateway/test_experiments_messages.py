@@ -22,6 +22,8 @@ from tests.gateway.test_experiments_shadow import ledger, pairs_of, wait_for
 from tests.gateway.test_messages_pipeline import CLAUDE, config
 from tests.mock.anthropic import THINKING, Refused, check, message, message_events, signature_for, sse
 
+pytestmark = pytest.mark.usefixtures("experiments_flush_often")
+
 HEADERS = {"authorization": "", "x-api-key": TENANT_KEY, "anthropic-version": "2023-06-01"}
 USAGE = {"input_tokens": 30}
 

@@ -20,6 +20,8 @@ import respx
 from gateway.ledger import LedgerReader, Period
 from tests.factories import OTHER_KEY, UPSTREAM, chat_body, completion, gateway_client, make_config
 
+pytestmark = pytest.mark.usefixtures("experiments_flush_often")
+
 PRICED = {"input": "1.00", "cached_input": "0.10", "output": "4.00"}
 
 

@@ -26,6 +26,8 @@ from tests.gateway.test_experiments_shadow import (
     wait_for,
 )
 
+pytestmark = pytest.mark.usefixtures("experiments_flush_often")
+
 
 @pytest.fixture
 def router() -> respx.Router:

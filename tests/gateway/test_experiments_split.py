@@ -23,6 +23,8 @@ from gateway.sampling.decide import sample_fraction
 from tests.factories import UPSTREAM, chat_body, completion, gateway_client, make_config
 from tests.gateway.experiment_factories import NOW_MS
 
+pytestmark = pytest.mark.usefixtures("experiments_flush_often")
+
 
 @pytest.fixture
 def router() -> respx.Router:

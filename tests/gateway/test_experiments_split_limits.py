@@ -21,6 +21,8 @@ from tests.gateway.test_experiments_shadow import PRICED, traffic_of, wait_for
 from tests.gateway.test_experiments_split import split_config
 from tests.gateway.test_metrics import parse, value
 
+pytestmark = pytest.mark.usefixtures("experiments_flush_often")
+
 KEYS = ExperimentKeys()
 
 
