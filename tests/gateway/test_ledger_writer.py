@@ -81,6 +81,17 @@ def mend_spool(spool_dir: Path) -> None:
     spool_dir.mkdir()
 
 
+async def wait_until_spooled(ledger: Ledger, count: int, timeout: float = 20.0) -> None:
+    """Until ``count`` events are spooled and the ledger takes Redis for down."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        stats = ledger.stats()
+        if stats.spooled == count and not stats.redis_up:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"the ledger did not spool {count} events: {ledger.stats()}")
+
+
 async def wait_until_settled(ledger: Ledger, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -344,11 +355,11 @@ async def test_ledger_spools_while_redis_is_too_slow_then_catches_up(
         events = [make_event(n, tenant=tenant_name) for n in range(300)]
         try:
             async with Ledger(redis, spool_dir=tmp_path / "spool", config=FAST) as ledger:
-                await admin.execute_command("CLIENT", "PAUSE", "1500", "WRITE")  # writes hang for 1.5 s
+                await admin.execute_command("CLIENT", "PAUSE", "60000", "WRITE")  # writes hang until unpaused
                 for event in events[:150]:
                     ledger.record(event)
-                await asyncio.sleep(0.8)
-                assert ledger.stats().spooled == 150 and not ledger.stats().redis_up
+                await wait_until_spooled(ledger, 150)  # a write timed out: the ledger spools
+                await admin.execute_command("CLIENT", "UNPAUSE")
                 for event in events[150:]:
                     ledger.record(event)
                 await wait_until_settled(ledger)
