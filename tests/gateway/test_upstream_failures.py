@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import httpx
@@ -25,12 +24,7 @@ from tests.factories import (
     shared_counter,
     write_config,
 )
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.ports import free_port
 
 
 async def failure_of(transport: str, base_url: str) -> BaseException:
@@ -48,7 +42,7 @@ async def failure_of(transport: str, base_url: str) -> BaseException:
 @pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
 async def test_a_refused_connection_is_named_as_such_by_both_transports(transport: str) -> None:
     # aiohttp's adapter raises ConnectTimeout for a refused connection: the cause is read from the chain
-    exc = await failure_of(transport, f"http://127.0.0.1:{closed_port()}/v1")
+    exc = await failure_of(transport, f"http://127.0.0.1:{free_port()}/v1")
     assert describe(exc) == "connection refused"
 
 
@@ -80,7 +74,7 @@ def test_exhausted_answer_and_log_line_carry_each_cause_and_the_attempts(
     config = make_config()
     retry = config["providers"]["mock"]["retry"]
     config["providers"] |= {
-        "refusing": {"base_url": f"http://127.0.0.1:{closed_port()}/v1", "retry": retry},
+        "refusing": {"base_url": f"http://127.0.0.1:{free_port()}/v1", "retry": retry},
         "unknown": {"base_url": "http://no-such-host.invalid/v1", "retry": retry},
     }
     config["models"]["gpt-5.4"]["provider"] = "refusing"
