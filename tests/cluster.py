@@ -78,6 +78,14 @@ class Cluster:
         finally:
             os.kill(pid, signal.SIGCONT)
 
+    def set_node_timeout(self, milliseconds: int, *, without: Sequence[Node] = ()) -> None:
+        """``cluster-node-timeout`` on every node but ``without`` (one paused or dead would not answer):
+        how long a node may stay silent before the others take it for failed."""
+        for node in (*self.masters, *self.replicas):
+            if node not in without:
+                with node.client() as client:
+                    client.config_set("cluster-node-timeout", milliseconds)
+
     def wait_healthy(self, *, without: Sequence[Node] = (), timeout: float = 60.0) -> None:
         """Until every live node says ``cluster_state:ok`` and sees every slot served."""
         alive = [node for node in (*self.masters, *self.replicas) if node not in without]

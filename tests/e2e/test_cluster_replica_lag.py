@@ -25,9 +25,13 @@ from tests.gateway.test_ledger_event import NOV_30_NOON, make_event
 
 EVENTS = 40
 CONFIG = LedgerConfig(probe_interval_seconds=0.1, write_timeout_seconds=3.0, linger_seconds=0.001)
-NODE_TIMEOUT_MS = 4_000
-"""Longer than a test keeps a replica paused: a replica the cluster marks failed is left out of the
-masters' replicas, and a write to a master without one has nothing to wait for."""
+NODE_TIMEOUT_MS = 120_000
+"""Longer than a test keeps a replica paused, however busy the machine: a replica the cluster marks failed
+is left out of the masters' replicas, and a write to a master without one has nothing to wait for (with
+4 s, a replica paused through a slow moment was marked failed, and its writes were confirmed)."""
+FAILOVER_NODE_TIMEOUT_MS = 4_000
+"""What the test that kills a master sets once its replica's pause has shown what it must: the failover
+then comes within seconds."""
 PERIOD = Period(NOV_30_NOON - 1000, NOV_30_NOON + EVENTS * 1000 + 1000)
 
 
@@ -183,7 +187,9 @@ async def test_a_master_killed_before_its_replica_had_the_writes_loses_no_event_
                     _, *kept = await asyncio.gather(ledger.drain(), *written)
                 assert all(kept)
                 assert ledger.stats().unconfirmed == EVENTS
+                cluster.set_node_timeout(FAILOVER_NODE_TIMEOUT_MS, without=[cluster.replica_of(master)])
                 cluster.kill(master)  # the replica never got them: the promoted one lacks them
+            cluster.set_node_timeout(FAILOVER_NODE_TIMEOUT_MS, without=[master])
             cluster.wait_healthy(without=[master])
 
             async def all_there() -> str | None:
