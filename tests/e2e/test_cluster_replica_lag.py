@@ -28,18 +28,23 @@ CONFIG = LedgerConfig(probe_interval_seconds=0.1, write_timeout_seconds=3.0, lin
 NODE_TIMEOUT_MS = 120_000
 """Longer than a test keeps a replica paused, however busy the machine: a replica the cluster marks failed
 is left out of the masters' replicas, and a write to a master without one has nothing to wait for (with
-4 s, a replica paused through a slow moment was marked failed, and its writes were confirmed)."""
+4 s, a replica paused through a slow moment was marked failed, and its writes were confirmed). Set once
+the cluster is up: nodes gossip every half node timeout, so a cluster made with it takes longer to agree."""
 FAILOVER_NODE_TIMEOUT_MS = 4_000
-"""What the test that kills a master sets once its replica's pause has shown what it must: the failover
-then comes within seconds."""
+"""The node timeout the cluster is made with, and what the test that kills a master sets again once its
+replica's pause has shown what it must: the failover then comes within seconds."""
 PERIOD = Period(NOV_30_NOON - 1000, NOV_30_NOON + EVENTS * 1000 + 1000)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with redis_cluster(
-        tmp_path_factory.mktemp("lag"), masters=3, replicas_per_master=1, node_timeout_ms=NODE_TIMEOUT_MS
+        tmp_path_factory.mktemp("lag"),
+        masters=3,
+        replicas_per_master=1,
+        node_timeout_ms=FAILOVER_NODE_TIMEOUT_MS,
     ) as started:
+        started.set_node_timeout(NODE_TIMEOUT_MS)
         yield started
 
 
