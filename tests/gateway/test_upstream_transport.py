@@ -100,25 +100,18 @@ async def test_a_stream_comes_in_its_chunks(base_url: str) -> None:
 
 
 @pytest.mark.parametrize("whole", [True, False])
-async def test_a_body_that_breaks_off_is_a_read_error(base_url: str, whole: bool) -> None:
-    client = client_for(base_url)
-    try:
-        with pytest.raises(httpx.ReadError):
-            response = await client.send(request(client, f"{base_url}/cut", whole=whole), stream=True)
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-    finally:
-        await client.aclose()
-
-
-@pytest.mark.parametrize("whole", [True, False])
-async def test_a_body_that_stalls_is_a_read_timeout(base_url: str, whole: bool) -> None:
+@pytest.mark.parametrize(
+    ("path", "error"),
+    [("/cut", httpx.ReadError), ("/stall", httpx.TimeoutException)],
+    ids=["breaks off: a read error", "stalls: a read timeout"],
+)
+async def test_a_body_that_breaks_off_or_stalls_fails_the_attempt(
+    base_url: str, whole: bool, path: str, error: type[Exception]
+) -> None:
     client = client_for(base_url, read_timeout=0.3)
     try:
-        with pytest.raises(httpx.TimeoutException):
-            response = await client.send(request(client, f"{base_url}/stall", whole=whole), stream=True)
+        with pytest.raises(error):
+            response = await client.send(request(client, f"{base_url}{path}", whole=whole), stream=True)
             try:
                 await response.aread()
             finally:
