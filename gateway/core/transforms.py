@@ -17,7 +17,7 @@ from gateway.core.cache import RedisCache
 from gateway.core.front import TransformFailed
 from gateway.money.usage import usage_from_openai
 from gateway.tokens.adapter import ModelTokens
-from gateway.upstream.calls import UpstreamPool
+from gateway.upstream.clients import UpstreamPool
 from gateway.upstream.side_calls import side_call
 from gateway.upstream.summary_completer import MessagesCompleter, messages_only
 from policies import Action, Decision, Facts

@@ -30,7 +30,7 @@ from gateway.ledger import routes as ledger_routes
 from gateway.ledger.source import LedgerSource
 from gateway.sampling.report import routes as sampling_routes
 from gateway.tokens.counter import TokenCounter
-from gateway.upstream.calls import ClientFactory
+from gateway.upstream.clients import ClientFactory
 
 log = structlog.get_logger("gateway.app")
 

@@ -49,7 +49,7 @@ from gateway.sampling.observer import Sampler
 from gateway.sampling.store import SampleWriter
 from gateway.telemetry.switch import start_tracing
 from gateway.tokens.counter import TokenCounter
-from gateway.upstream.calls import ClientFactory, UpstreamPool, default_client
+from gateway.upstream.clients import ClientFactory, UpstreamPool, default_client
 
 if TYPE_CHECKING:  # imported when an archive is configured: it brings psycopg
     from gateway.ledger.drainer import ArchiveDrainer

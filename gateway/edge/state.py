@@ -18,7 +18,7 @@ from gateway.metrics.exposition import GatewayMetrics
 from gateway.proxy.pipeline import Pipeline
 from gateway.redis.mode import ModeWatch
 from gateway.sampling.store import SampleWriter
-from gateway.upstream.calls import UpstreamPool
+from gateway.upstream.clients import UpstreamPool
 
 
 @dataclass(slots=True)

@@ -24,7 +24,8 @@ from gateway.experiments.holds import comparison_ceiling_nanos, output_caps
 from gateway.experiments.job import ShadowJob, Side
 from gateway.experiments.sides import SHADOW, side_of
 from gateway.ledger import Budgets, Reservation
-from gateway.upstream.calls import Exchange, UpstreamPool, send
+from gateway.upstream.calls import Exchange, send
+from gateway.upstream.clients import UpstreamPool
 from policies import Decision
 
 OVERSIZED = "response_too_large"

@@ -42,7 +42,7 @@ from gateway.experiments.tally import Tally
 from gateway.experiments.trouble import REDIS_FAILURES, ErrorCount, RedisTrouble
 from gateway.ledger import BudgetConfig, Budgets
 from gateway.tokens.buckets import bucket_low
-from gateway.upstream.calls import UpstreamPool
+from gateway.upstream.clients import UpstreamPool
 
 log = structlog.get_logger("gateway.experiments")
 EXPERIMENT_HEADER = "x-gateway-experiment"

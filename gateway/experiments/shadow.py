@@ -45,7 +45,7 @@ from gateway.experiments.sides import SHADOW, side_of
 from gateway.experiments.tally import Tally
 from gateway.ledger import Budgets
 from gateway.sampling.decide import is_sampled
-from gateway.upstream.calls import UpstreamPool
+from gateway.upstream.clients import UpstreamPool
 
 log = structlog.get_logger("gateway.experiments")
 

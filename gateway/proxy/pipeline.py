@@ -57,7 +57,8 @@ from gateway.sampling.decide import is_probe
 from gateway.servertools.requested import NO_TOOLS, RequestedTools
 from gateway.telemetry.context import begin_trace, note_parameters
 from gateway.tokens.counter import TokenCount
-from gateway.upstream.calls import Exchange, UpstreamPool
+from gateway.upstream.calls import Exchange
+from gateway.upstream.clients import UpstreamPool
 from gateway.upstream.provider_count import Confirm
 from policies import Action, Decision
 from policies.facts import CacheFacts

@@ -12,7 +12,7 @@ import orjson
 import structlog
 
 from gateway.config.runtime import Route
-from gateway.upstream.calls import UpstreamPool
+from gateway.upstream.clients import UpstreamPool
 from gateway.upstream.headers import upstream_headers
 
 log = structlog.get_logger("gateway.counts")

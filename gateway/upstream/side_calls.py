@@ -14,7 +14,8 @@ from gateway.base.errors import GatewayError
 from gateway.base.record import RequestRecord, SideCall
 from gateway.base.types import Usage
 from gateway.config.runtime import Route
-from gateway.upstream.calls import UpstreamPool, send
+from gateway.upstream.calls import send
+from gateway.upstream.clients import UpstreamPool
 
 UsageOf = Callable[[Any], Usage | None]
 """The usage of a reply's ``usage`` object, read the way its API writes it."""

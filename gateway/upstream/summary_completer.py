@@ -20,7 +20,7 @@ from compressors.protocols import Message
 from gateway.base.record import RequestRecord
 from gateway.config.runtime import Route, Runtime
 from gateway.money.anthropic_usage import usage_from_anthropic
-from gateway.upstream.calls import UpstreamPool
+from gateway.upstream.clients import UpstreamPool
 from gateway.upstream.side_calls import side_call
 
 MESSAGES_PATH = "/messages"

@@ -34,7 +34,7 @@ from gateway.core.transforms import CompressorTransforms
 from gateway.edge.app import create_app
 from gateway.ledger import CostEvent
 from gateway.ledger.period import Period
-from gateway.upstream.calls import UpstreamPool
+from gateway.upstream.clients import UpstreamPool
 from policies import Action, Facts
 from tests.factories import (
     ADMIN_KEY,

@@ -237,7 +237,7 @@ def test_health_and_readiness(tmp_path: Path, redis_url: str, router: respx.Rout
 @pytest.mark.anyio
 async def test_default_client_never_keeps_upstream_cookies() -> None:
     from gateway.config.schema.root import ProviderConfig
-    from gateway.upstream.calls import default_client
+    from gateway.upstream.clients import default_client
 
     def answer(request: httpx.Request) -> httpx.Response:
         return httpx.Response(

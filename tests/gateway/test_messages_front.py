@@ -21,7 +21,7 @@ from gateway.core.transforms import CompressorTransforms
 from gateway.fronts.messages.breakpoints import EPHEMERAL, count
 from gateway.fronts.messages.front import MESSAGES, check_messages
 from gateway.fronts.messages.groups import tool_pairs
-from gateway.upstream.calls import UpstreamPool
+from gateway.upstream.clients import UpstreamPool
 from policies import Action, Facts
 from policies.actions.compress import is_client_compaction
 from policies.schema import DEFAULT_CLIENT_COMPACTION

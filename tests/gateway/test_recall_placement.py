@@ -22,7 +22,7 @@ from gateway.core.transforms import CompressorTransforms
 from gateway.fronts.messages.breakpoints import EPHEMERAL, count
 from gateway.fronts.messages.front import MESSAGES
 from gateway.fronts.responses.front import RESPONSES
-from gateway.upstream.calls import UpstreamPool
+from gateway.upstream.clients import UpstreamPool
 from policies import Action, Decision, Facts
 from tests.factories import UPSTREAM, completion, make_config, shared_counter
 from tests.fixtures.haystack import ProseGenerator

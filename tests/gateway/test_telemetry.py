@@ -28,7 +28,8 @@ from gateway.config.settings import Settings
 from gateway.telemetry.context import begin_trace, note_parameters
 from gateway.telemetry.export import open_tracing
 from gateway.telemetry.switch import tracing_on
-from gateway.upstream.calls import UpstreamPool, send
+from gateway.upstream.calls import send
+from gateway.upstream.clients import UpstreamPool
 from tests.factories import UPSTREAM, make_config
 
 SECRET = "the launch code is 0000"

@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 from gateway.config.schema.root import ProviderConfig
 from gateway.config.settings import Settings
 from gateway.edge.app import create_app
-from gateway.upstream.calls import default_client
+from gateway.upstream.clients import default_client
 from gateway.upstream.failures import AttemptFailure, describe, summarise
 from tests.factories import (
     TENANT_KEY,

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from gateway.config.schema.root import ProviderConfig
-from gateway.upstream.calls import UpstreamClient, default_client
+from gateway.upstream.clients import UpstreamClient, default_client
 from gateway.upstream.extensions import WHOLE_BODY
 from gateway.upstream.transport import UpstreamTransport
 

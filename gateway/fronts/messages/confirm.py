@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from gateway.config.runtime import Route
-from gateway.upstream.calls import UpstreamPool
+from gateway.upstream.clients import UpstreamPool
 from gateway.upstream.provider_count import Confirm
 from gateway.upstream.provider_count import provider_count as ask
 

@@ -37,7 +37,8 @@ from gateway.fronts.responses.stream import finish_reason_of
 from gateway.fronts.responses.where import route_for_id
 from gateway.money.usage import usage_from_openai
 from gateway.servertools.reported import response_uses
-from gateway.upstream.calls import UpstreamPool, send
+from gateway.upstream.calls import send
+from gateway.upstream.clients import UpstreamPool
 
 TERMINAL = frozenset({"completed", "incomplete", "failed", "cancelled"})
 SWEEP_SECONDS = 5.0
