@@ -20,6 +20,7 @@ from gateway.config.schema.sampling import SamplingConfig
 from gateway.config.settings import Settings
 from gateway.edge import dashboard, messages_routes, responses_routes, routes
 from gateway.edge.admin import admin_config_router
+from gateway.edge.heap import freeze_started_heap
 from gateway.edge.hot import HotRoutes
 from gateway.edge.keys_admin import admin_keys_router
 from gateway.edge.lifespan import open_gateway
@@ -57,11 +58,13 @@ def create_app(
     client_factory: ClientFactory | None = None,
     counter: TokenCounter | None = None,
     restart: Callable[[], None] | None = None,
+    freeze_heap: bool = False,
 ) -> FastAPI:
     """Build the app. ``client_factory`` makes each provider's httpx client (tests pass a mock transport);
     ``counter`` lends already loaded vocabularies (tests share one); ``restart`` stops the process for its
     supervisor to start again, when the Redis client opened at start proves of the wrong kind for the node
-    (``gateway.redis.mode``)."""
+    (``gateway.redis.mode``); ``freeze_heap``: once started, what starting made is frozen out of the garbage
+    collector's sight (``gateway.edge.heap``; a server's worker only)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -76,7 +79,13 @@ def create_app(
             task_group.start_soon(state.mode.run)
             task_group.start_soon(state.alerts.run)  # idle (no Redis, no network) without alerts.webhook_url
             stack.callback(task_group.cancel_scope.cancel)
-            log.info("gateway_started", config=str(settings.config), models=len(state.store.current.routes))
+            frozen = freeze_started_heap() if freeze_heap else 0
+            log.info(
+                "gateway_started",
+                config=str(settings.config),
+                models=len(state.store.current.routes),
+                frozen_objects=frozen,
+            )
             yield
 
     app = GatewayApp(

@@ -29,7 +29,7 @@ def create_app_from_env() -> FastAPI:
     counter = loaded_counter(settings)
     from gateway.edge.app import create_app, stop_this_process  # after the vocabularies (see above)
 
-    return create_app(settings, counter=counter, restart=stop_this_process)
+    return create_app(settings, counter=counter, restart=stop_this_process, freeze_heap=True)
 
 
 def loaded_counter(settings: Settings) -> TokenCounter | None:
