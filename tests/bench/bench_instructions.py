@@ -24,7 +24,7 @@ from pathlib import Path
 
 import aiohttp
 
-from tests.bench.bench_proxy import PATHS, body, gateway_env
+from tests.bench.bench_proxy import FEATURES, PATHS, body, gateway_env
 from tests.bench.harness import PYTHON, post_json, process
 from tests.factories import TENANT_KEY
 from tests.ports import free_port
@@ -40,6 +40,7 @@ def main() -> None:
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--transport", default="aiohttp")
     parser.add_argument("--experiment", default="none")
+    parser.add_argument("--feature", choices=sorted(FEATURES), default="default", help="as bench_proxy's")
     parser.add_argument("--managed-keys", choices=("off", "on"), default="off", help="as bench_proxy's")
     parser.add_argument(
         "--rate-limits",
@@ -65,7 +66,7 @@ def main() -> None:
             print(f"gateway/floor {mode}: {counts['gateway'][mode] / floor:.2f}x")
     print(
         f"api: {args.api}; requests per mode: {args.requests}; experiment: {args.experiment}; "
-        f"rate limits: {args.rate_limits}"
+        f"rate limits: {args.rate_limits}; feature: {args.feature}"
     )
 
 

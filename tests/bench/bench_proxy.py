@@ -190,6 +190,13 @@ def main() -> None:
         default="off",
         help="on: keys managed by API are turned on (each process follows them from Redis)",
     )
+    parser.add_argument(
+        "--feature",
+        choices=sorted(FEATURES),
+        default="default",
+        help="the config's features against the default (sampling 5%%, conversations tracked from 16,384 "
+        "tokens, no passthrough routes): " + "; ".join(f"{name}: {what}" for name, what in FEATURES.items()),
+    )
     args = parser.parse_args()
     if args.target != "both":
         run_target(args.target, args)
@@ -236,9 +243,21 @@ def run_target(target: str, args: argparse.Namespace) -> tuple[dict[str, Figures
                 print(
                     f"target: {target}; upstream transport: {args.transport}; api: {args.api}; "
                     f"experiment: {args.experiment}; rate limits: {args.rate_limits}; "
-                    f"managed keys: {args.managed_keys}"
+                    f"managed keys: {args.managed_keys}; feature: {args.feature}"
                 )
                 return measured
+
+
+FEATURES = {
+    "default": "the config as it is",
+    "no-sampling": "passive sampling turned off",
+    "no-conversations": "no request large enough to leave its conversation's state",
+    "passthrough": "twelve passthrough routes the requests do not take",
+}
+PASSTHROUGH_PATHS = (
+    "moderations", "audio/speech", "audio/transcriptions", "audio/translations", "images/generations",
+    "images/edits", "images/variations", "completions", "rerank", "classifications", "tokenize", "detokenize",
+)  # fmt: skip
 
 
 def gateway_env(
@@ -264,6 +283,14 @@ def gateway_env(
             "requests_per_minute": 1_000_000_000,
             "tokens_per_minute": 1_000_000_000_000,
         }
+    if args.feature == "no-sampling":
+        config["sampling"] = {"enabled": False}
+    elif args.feature == "no-conversations":
+        config.setdefault("limits", {})["track_conversations_from"] = 1_000_000_000
+    elif args.feature == "passthrough":
+        config["passthrough"] = [
+            {"path": f"/{name}", "methods": ["POST"], "provider": "mock"} for name in PASSTHROUGH_PATHS
+        ]
     if args.experiment != "none":
         config["models"]["gpt-5.2"]["pricing"] = {"input": "1.00", "output": "4.00"}
         config["experiments"] = {
