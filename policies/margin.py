@@ -18,7 +18,6 @@ its error band (``top``), so that an undercount never sends a request over a pri
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -36,7 +35,7 @@ class CountMargin:
         """How far from a line a count of ``tokens`` could still be on its other side."""
         if not estimated:
             return self.tokens
-        return max(self.tokens, math.ceil(_decimal(self.ratio) * tokens))
+        return max(self.tokens, _share(self.ratio, tokens))
 
     def near_line(self, bands: ModelBands, tokens: int, *, estimated: bool) -> bool:
         """Whether the band of ``tokens`` could change within the count's margin."""
@@ -47,7 +46,7 @@ class CountMargin:
         the provider's own is not to be had (an exact count is its own top)."""
         if not estimated:
             return tokens
-        return tokens + math.ceil(_decimal(self.ratio) * tokens)
+        return tokens + _share(self.ratio, tokens)
 
     def unconfirmed(self, tokens: int) -> str:
         """The warning of an estimate decided at its top, in another band than its own (ASCII)."""
@@ -57,11 +56,18 @@ class CountMargin:
         )
 
 
+def _share(ratio: float, tokens: int) -> int:
+    """``ratio`` of ``tokens`` rounded up, in integers (the ratio as written is a fraction)."""
+    numerator, denominator = _fraction(ratio)
+    return -(-numerator * tokens // denominator)
+
+
 @functools.lru_cache(maxsize=64)
-def _decimal(ratio: float) -> Decimal:
-    """The ratio as written (``repr``), exact: a margin is rounded up from it, never from its binary
-    neighbour. Made once per ratio (a policy has one or two), not on every request."""
-    return Decimal(repr(ratio))
+def _fraction(ratio: float) -> tuple[int, int]:
+    """The ratio as written (``repr``), exact, as a fraction: a margin is rounded up from it, never from its
+    binary neighbour. Made once per ratio (a policy has one or two), not on every request."""
+    ratio_of = Decimal(repr(ratio)).as_integer_ratio()
+    return ratio_of[0], ratio_of[1]
 
 
 NO_MARGIN = CountMargin()
