@@ -8,7 +8,11 @@ Anthropic Messages request with ``x-api-key``). Direct and through-the-gateway r
 the same run, so "added" compares like with like. The floor is a bare proxy on the same HTTP stack
 (``tests/bench/bare_proxy.py``); the machine drifts, so by default the floor is measured before and after the
 gateway in the same run and the gateway's figures are given against it: added latency over the floor's,
-throughput and CPU per request as ratios (``--target gateway`` or ``bare`` measures one alone).
+throughput and CPU per request as ratios (``--target gateway`` or ``bare`` measures one alone). CPU per
+request is measured twice: at saturation, and at 20 requests a second (the open-loop run), where what the
+worker does between requests (timers, background writes) counts too. ``--rounds N`` measures the gateway N
+times between runs of the floor and gives the medians: one round on a shared machine swings by more than
+most changes.
 """
 
 from __future__ import annotations
@@ -16,9 +20,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 import orjson
@@ -65,6 +71,8 @@ class Figures:
     added_ttfb: float
     max_rps: float
     cpu_per_request: float
+    cpu_at_rate: float
+    """CPU seconds per request at 20 requests a second, what the process does between them included."""
 
 
 async def measure(
@@ -86,7 +94,9 @@ async def measure(
         direct = post_json(f"{mock}{path}", payload, headers)
         through = post_json(f"{gateway}{path}", payload, headers)
         await closed_loop(through, 8, 2.0)  # warm up connections and caches
+        cpu_before = cpu_seconds(gateway_pid)
         direct_samples, gateway_samples = await open_loop([direct, through], rate=40.0, seconds=seconds)
+        cpu_at_rate = (cpu_seconds(gateway_pid) - cpu_before) / len(gateway_samples)
         added_p50 = percentile([s.total for s in gateway_samples], 50) - percentile(
             [s.total for s in direct_samples], 50
         )
@@ -114,7 +124,7 @@ async def measure(
             spy.wait()
         cpu_used = cpu_seconds(gateway_pid) - cpu_before
         figures["stream" if stream else "non-stream"] = Figures(
-            added_p50, added_ttfb, done / elapsed, cpu_used / done
+            added_p50, added_ttfb, done / elapsed, cpu_used / done, cpu_at_rate
         )
         rows.append(
             (
@@ -125,9 +135,19 @@ async def measure(
                 ms(added_ttfb),
                 f"{done / elapsed:.0f}",
                 f"{cpu_used / done * 1000:.3f}",
+                f"{cpu_at_rate * 1000:.3f}",
             )
         )
-    header = ("mode", "n@20/s", "added p50", "added p99", "added TTFB", "max req/s", "CPU ms/req")
+    header = (
+        "mode",
+        "n@20/s",
+        "added p50",
+        "added p99",
+        "added TTFB",
+        "max req/s",
+        "CPU ms/req",
+        "CPU @20/s",
+    )
     for row in (header, *rows):
         print(f"{row[0]:<11} " + " ".join(f"{cell:>11}" for cell in row[1:]))
     peak, now = peak_rss_mib(gateway_pid), peak_rss_mib(gateway_pid, "VmRSS")
@@ -135,29 +155,69 @@ async def measure(
     return figures, peak
 
 
-def against_floor(
-    gateway: dict[str, Figures], floors: list[dict[str, Figures]], rss: tuple[float, float]
-) -> str:
-    """The gateway's figures as the issue's targets read them: added latency over the floor's (ms), and
-    throughput and CPU per request as ratios to the floor's, the floor averaged over its runs."""
-    lines = ["mode        over floor p50  over floor TTFB  req/s vs floor  CPU/req vs floor"]
+def against_floor(gateway: dict[str, Figures], floors: list[dict[str, Figures]]) -> dict[str, Ratios]:
+    """The gateway's figures as the issue's targets read them, against the floor averaged over its runs."""
+    ratios: dict[str, Ratios] = {}
     for mode, figures in gateway.items():
         runs = [floor[mode] for floor in floors]
-        p50 = sum(run.added_p50 for run in runs) / len(runs)
-        ttfb = sum(run.added_ttfb for run in runs) / len(runs)
-        rps = sum(run.max_rps for run in runs) / len(runs)
-        cpu = sum(run.cpu_per_request for run in runs) / len(runs)
-        lines.append(
-            f"{mode:<11} {ms(figures.added_p50 - p50):>14} {ms(figures.added_ttfb - ttfb):>16} "
-            f"{figures.max_rps / rps:>15.0%} {figures.cpu_per_request / cpu:>17.2f}x"
+
+        def mean(value: Callable[[Figures], float], runs: list[Figures] = runs) -> float:
+            return sum(value(run) for run in runs) / len(runs)
+
+        ratios[mode] = Ratios(
+            figures.added_p50 - mean(lambda run: run.added_p50),
+            figures.added_ttfb - mean(lambda run: run.added_ttfb),
+            figures.max_rps / mean(lambda run: run.max_rps),
+            figures.cpu_per_request / mean(lambda run: run.cpu_per_request),
+            figures.cpu_at_rate / mean(lambda run: run.cpu_at_rate),
         )
-    lines.append(f"peak RSS: gateway {rss[0]:.1f} MiB, floor {rss[1]:.1f} MiB")
+    return ratios
+
+
+@dataclass(frozen=True, slots=True)
+class Ratios:
+    """One mode of the gateway against the floor: added latency over the floor's (seconds), throughput
+    and CPU per request (at saturation, and at 20 requests a second) as ratios to the floor's."""
+
+    over_p50: float
+    over_ttfb: float
+    rps: float
+    cpu: float
+    cpu_at_rate: float
+
+
+def ratio_table(rounds: list[dict[str, Ratios]]) -> str:
+    """Each round's ratios, and with several rounds their medians (what one round's noise moves least)."""
+    lines = [
+        "round  mode        over floor p50  over floor TTFB  req/s vs floor  CPU/req vs floor"
+        "  CPU @20/s vs floor"
+    ]
+    shown = [(str(number + 1), ratios) for number, ratios in enumerate(rounds)]
+    if len(rounds) > 1:
+        shown.append(("median", {mode: _median([r[mode] for r in rounds]) for mode in rounds[0]}))
+    for name, ratios in shown:
+        for mode, ratio in ratios.items():
+            lines.append(
+                f"{name:<6} {mode:<11} {ms(ratio.over_p50):>14} {ms(ratio.over_ttfb):>16} "
+                f"{ratio.rps:>15.0%} {ratio.cpu:>17.2f}x {ratio.cpu_at_rate:>18.2f}x"
+            )
     return "\n".join(lines)
+
+
+def _median(ratios: list[Ratios]) -> Ratios:
+    return Ratios(*(statistics.median(values) for values in zip(*(astuple(r) for r in ratios), strict=True)))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="with --target both: the gateway measured this many times, each between two runs of the floor "
+        "(floor, gateway, floor, gateway, …, floor), each against its two neighbours, and the medians",
+    )
     parser.add_argument("--transport", choices=["aiohttp", "httpx"], default="aiohttp")
     parser.add_argument(
         "--profile", help="record py-spy raw stacks (400 samples a second) to PROFILE-{plain,stream}.txt"
@@ -201,11 +261,17 @@ def main() -> None:
     if args.target != "both":
         run_target(args.target, args)
         return
-    first_floor, _ = run_target("bare", args)
-    gateway, gateway_rss = run_target("gateway", args)
-    second_floor, floor_rss = run_target("bare", args)
+    floor, floor_rss = run_target("bare", args)
+    rounds, rss = [], []
+    for _ in range(args.rounds):
+        gateway, gateway_rss = run_target("gateway", args)
+        next_floor, floor_rss = run_target("bare", args)
+        rounds.append(against_floor(gateway, [floor, next_floor]))
+        rss.append(gateway_rss)
+        floor = next_floor
     print()
-    print(against_floor(gateway, [first_floor, second_floor], (gateway_rss, floor_rss)))
+    print(ratio_table(rounds))
+    print(f"peak RSS: gateway {max(rss):.1f} MiB, floor {floor_rss:.1f} MiB")
 
 
 def run_target(target: str, args: argparse.Namespace) -> tuple[dict[str, Figures], float]:
