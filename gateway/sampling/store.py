@@ -1,7 +1,9 @@
 """Writing samples: a bounded in-process queue and a background task that pipelines capped XADDs.
 
 ``record(signal)`` never waits: it puts the signal on the queue, or counts it as dropped when the queue is
-full. The writer task takes what is queued (up to ``batch_size``) and sends it in one pipelined round trip,
+full. The writer task takes the first sample queued, waits ``linger_seconds`` for more (unless ``batch_size``
+are already there, or ``drain()`` or ``close()`` asks for them now), and sends up to ``batch_size`` in one
+pipelined round trip,
 ``XADD gw:samples:{model} MAXLEN ~ N``, reading every reply (``gateway.redis.pipelined``): on a Redis Cluster
 one node can fail while the others write. What was not written is held and tried again, first, every
 ``retry_interval_seconds`` until Redis takes it; while Redis is away new samples join it. The samples held are
@@ -12,6 +14,7 @@ so nothing is spooled to disk (the cost ledger is the part that never loses).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -93,6 +96,8 @@ class SampleWriter:
         self._down_until = 0.0
         self._held: list[Entry] = []
         """Samples whose write failed, tried again first (at most ``queue_size``)."""
+        self._now = asyncio.Event()
+        """Set by ``drain()`` and ``close()``: what is queued is written without waiting out the linger."""
         self._counts = dict.fromkeys(
             ("recorded", "written", "dropped_full", "dropped_redis", "dropped_error"), 0
         )
@@ -116,13 +121,16 @@ class SampleWriter:
     async def drain(self) -> None:
         """Wait until every signal recorded so far has been written or dropped."""
         if self._queue is not None:
+            self._now.set()
             await self._queue.join()
+            self._now.clear()
 
     async def close(self, timeout: float = 2.0) -> None:
         """Write what is queued within ``timeout`` seconds; the rest is dropped."""
         queue, task = self._queue, self._task
         if queue is None or task is None:
             return
+        self._now.set()
         await wind_down(queue, task, timeout)
         self._task = None
         if self._held:  # one last try for what failed before
@@ -154,7 +162,10 @@ class SampleWriter:
         loop = asyncio.get_running_loop()
         while True:
             retry_in = max(0.0, self._down_until - loop.time()) if self._held else None
-            batch = await _next_batch(queue, self._config().batch_size, timeout=retry_in)
+            config = self._config()
+            batch = await _next_batch(
+                queue, config.batch_size, timeout=retry_in, linger=config.linger_seconds, now=self._now
+            )
             try:
                 await self._write(batch)
             except Exception:  # a bug must not stop sampling for the life of the process
@@ -202,12 +213,19 @@ class SampleWriter:
         self._held = list(entries)
 
 
-async def _next_batch(queue: asyncio.Queue[Signal], size: int, *, timeout: float | None) -> list[Signal]:
-    """The next signals queued, up to ``size``; none when ``timeout`` passes first (held samples are due)."""
+async def _next_batch(
+    queue: asyncio.Queue[Signal], size: int, *, timeout: float | None, linger: float, now: asyncio.Event
+) -> list[Signal]:
+    """The next signals queued, up to ``size``, the first having waited ``linger`` seconds for the others
+    (less when ``size`` are there or ``now`` is set); none when ``timeout`` passes first (held samples are
+    due)."""
     try:
         first = await asyncio.wait_for(queue.get(), timeout)
     except TimeoutError:
         return []
+    if queue.qsize() < size - 1 and linger and not now.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(now.wait(), linger)
     batch = [first]
     while len(batch) < size and not queue.empty():
         batch.append(queue.get_nowait())

@@ -156,3 +156,23 @@ async def test_reader_window_limit_and_unreadable_entries(redis_client: aioredis
     future_ms = int((time.time() + 3600) * 1000)
     assert await reader.samples(model, since_ms=future_ms) == []
     assert len(await reader.samples(model, until_ms=int(time.time() * 1000) - 3_600_000)) == 0
+
+
+@pytest.mark.anyio
+async def test_the_first_sample_waits_for_others_and_drain_and_close_cut_the_wait_short(
+    redis_client: aioredis.Redis, model: str
+) -> None:
+    config = SamplingConfig(linger_seconds=10)
+    writer = SampleWriter(redis_client, config=lambda: config)
+    await writer.start()
+    writer.record(make_signal(model=model, request_id="req_first"))
+    await anyio.sleep(0.2)  # the writer has the first sample in hand, and waits for more
+    assert (writer.stats().written, await redis_client.xlen(KEYS.samples(model))) == (0, 0)
+    writer.record(make_signal(model=model, request_id="req_second"))
+    with anyio.fail_after(5):  # well inside the linger: drain asks for the samples now
+        await writer.drain()
+    assert (writer.stats().written, await redis_client.xlen(KEYS.samples(model))) == (2, 2)
+    writer.record(make_signal(model=model, request_id="req_third"))
+    with anyio.fail_after(5):  # and so does close
+        await writer.close()
+    assert (writer.stats().written, await redis_client.xlen(KEYS.samples(model))) == (3, 3)

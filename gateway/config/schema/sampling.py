@@ -85,6 +85,13 @@ class SamplingConfig(_Strict):
     probe_maxlen: int = Field(default=20_000, ge=100, description="probe results kept per model")
     queue_size: int = Field(default=10_000, ge=1, description="samples held in memory before dropping")
     batch_size: int = Field(default=200, ge=1, le=10_000, description="samples per pipelined write")
+    linger_seconds: float = Field(
+        default=0.5,
+        ge=0,
+        le=10,
+        description="how long the first sample of a write waits for more (samples are statistics: a write "
+        "of many costs about what a write of one does)",
+    )
     write_timeout_seconds: float = Field(default=2.0, gt=0)
     retry_interval_seconds: float = Field(default=5.0, gt=0, description="pause after a failed write")
     key_prefix: str = Field(default="gw", min_length=1, pattern=r"^[^{}]+$")
