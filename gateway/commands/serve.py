@@ -9,6 +9,11 @@ one, its node is asked here, before any worker starts, whether it is a Redis Clu
 ``--redis-cluster``/``--no-redis-cluster`` forces that the node contradicts ends the command (exit status 2).
 A server older than the gateway's minimum (``gateway.redis.version``), embedded or named, is refused: exit 2.
 
+Workers: with more than one, this process loads the config's token vocabularies and imports the app's
+modules, then forks the workers from itself (``gateway.edge.prefork``), so that they share one copy
+instead of each building its own; with one, this process is the worker. A process running a thread of
+its own (the mock upstream's) cannot fork safely: its workers are spawned, each loading everything.
+
 Metrics: ``PROMETHEUS_MULTIPROC_DIR`` is set to a fresh ``<data dir>/metrics`` before any worker starts, so
 every worker writes its metrics there and a scrape of any of them shows the sum over all.
 
@@ -39,7 +44,9 @@ from gateway.config.loading import ConfigError, load_config
 from gateway.config.schema.root import GatewayConfig
 from gateway.config.settings import Settings
 from gateway.config.startup import admin_notice, startup_notices
+from gateway.edge.factory import preload
 from gateway.edge.logs import configure_logging
+from gateway.edge.prefork import fork_safe, run_forked
 from gateway.edge.server_protocol import GuardedHttpToolsProtocol
 from gateway.redis.connect import RedisModeError, redis_mode, where
 from gateway.redis.server import EmbeddedRedis, EmbeddedRedisError, embedded_redis_dir
@@ -48,6 +55,7 @@ from gateway.redis.version import RedisVersionError, check_configured
 if TYPE_CHECKING:
     from gateway.mockupstream.server import MockUpstream
 
+APP = "gateway.edge.factory:create_app_from_env"  # vocabularies first, then the app
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 WORKER_HEALTHCHECK_SECONDS = 30
 WITH_DEFAULTS = frozenset({"graceful_timeout"})
@@ -211,24 +219,35 @@ def serve_gateway(settings: Settings, mock: MockUpstream | None) -> int:
     except (EmbeddedRedisError, RedisVersionError) as exc:
         print(f"gateway serve: {exc}", flush=True)
         return 2
-    try:
-        uvicorn.run(
-            "gateway.edge.factory:create_app_from_env",  # vocabularies first, then the app
-            factory=True,
-            host=settings.host,
-            port=settings.port,
-            workers=settings.workers,
-            loop="uvloop",
-            http=GuardedHttpToolsProtocol,  # httptools with head limits and timeouts
-            timeout_keep_alive=settings.keepalive_timeout,  # type: ignore[arg-type]  # a float works
-            lifespan="on",
-            access_log=False,
-            log_level=settings.log_level,
-            timeout_graceful_shutdown=settings.graceful_timeout,  # type: ignore[arg-type]  # a float works
-            server_header=False,
-            # a worker still importing on a busy machine must not be taken for a hung one and killed
-            timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
+    options: dict[str, Any] = {
+        "factory": True,
+        "host": settings.host,
+        "port": settings.port,
+        "workers": settings.workers,
+        "loop": "uvloop",
+        "http": GuardedHttpToolsProtocol,  # httptools with head limits and timeouts
+        "timeout_keep_alive": settings.keepalive_timeout,
+        "lifespan": "on",
+        "access_log": False,
+        "log_level": settings.log_level,
+        "timeout_graceful_shutdown": settings.graceful_timeout,
+        "server_header": False,
+        # a worker still importing on a busy machine must not be taken for a hung one and killed
+        "timeout_worker_healthcheck": WORKER_HEALTHCHECK_SECONDS,
+    }
+    forking = settings.workers > 1 and fork_safe()
+    if settings.workers > 1 and not forking:
+        print(
+            "gateway: a thread runs in this process: each worker is spawned and loads its own vocabularies",
+            flush=True,
         )
+    try:
+        if forking:
+            preload(settings)  # the vocabularies and the app's modules, once, for the forked workers
+            server = uvicorn.Config(APP, **options)
+            run_forked(server, [server.bind_socket()])
+        else:
+            uvicorn.run(APP, **options)
     except SystemExit as stop:
         return 0 if stop.code in (None, 0) else 1
     finally:
