@@ -9,9 +9,10 @@ one, its node is asked here, before any worker starts, whether it is a Redis Clu
 ``--redis-cluster``/``--no-redis-cluster`` forces that the node contradicts ends the command (exit status 2).
 A server older than the gateway's minimum (``gateway.redis.version``), embedded or named, is refused: exit 2.
 
-Workers: with more than one, this process loads the config's token vocabularies and imports the app's
-modules, then forks the workers from itself (``gateway.edge.prefork``), so that they share one copy
-instead of each building its own; with one, this process is the worker. A process running a thread of
+Workers: with more than one, this process makes the app (the factory loads the config's token
+vocabularies, then imports and builds the app; the lifespan waits for each worker), then forks the
+workers from itself (``gateway.edge.prefork``), so that they share one copy of all that instead of each
+building its own; with one, this process is the worker. A process running a thread of
 its own (the mock upstream's) cannot fork safely: its workers are spawned, each loading everything.
 
 Metrics: ``PROMETHEUS_MULTIPROC_DIR`` is set to a fresh ``<data dir>/metrics`` before any worker starts, so
@@ -44,7 +45,6 @@ from gateway.config.loading import ConfigError, load_config
 from gateway.config.schema.root import GatewayConfig
 from gateway.config.settings import Settings
 from gateway.config.startup import admin_notice, startup_notices
-from gateway.edge.factory import preload
 from gateway.edge.logs import configure_logging
 from gateway.edge.prefork import fork_safe, run_forked
 from gateway.edge.server_protocol import GuardedHttpToolsProtocol
@@ -243,8 +243,8 @@ def serve_gateway(settings: Settings, mock: MockUpstream | None) -> int:
         )
     try:
         if forking:
-            preload(settings)  # the vocabularies and the app's modules, once, for the forked workers
             server = uvicorn.Config(APP, **options)
+            server.load()  # the app, made here by the factory (vocabularies first), for every worker
             run_forked(server, [server.bind_socket()])
         else:
             uvicorn.run(APP, **options)

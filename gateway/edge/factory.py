@@ -7,9 +7,9 @@ moment comes while the worker is still small, and the app's imports then fill mu
 free. Loaded in the lifespan, after those imports, the dict came on top of everything: the worker's peak
 was about 28 MiB above its size once started (see docs/how-to/kubernetes.md for the figures).
 
-With several workers, ``gateway serve`` loads them once, in the serving process, and imports the app's
-modules there too, before it forks the workers (``preload``): the workers then share one copy (see
-``gateway.edge.prefork``).
+With several workers ``gateway serve`` calls the factory once, in the serving process, and forks the
+workers from it (``gateway.edge.prefork``): the vocabularies, the modules and the app (its lifespan not
+yet run) are then shared by all of them instead of built by each.
 """
 
 from __future__ import annotations
@@ -26,32 +26,17 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
 
-_PRELOADED: list[TokenCounter] = []
-"""The counter ``preload`` loaded in the serving process, which its forked workers inherit."""
-
-
 def create_app_from_env() -> FastAPI:
     """The app, with settings from the environment (GATEWAY_*)."""
     settings = Settings()
     configure_logging(settings.log_level, settings.log_format)
-    counter = _PRELOADED[0] if _PRELOADED else loaded_counter(settings)
+    counter = loaded_counter(settings)
     from gateway.edge.app import create_app, stop_this_process  # after the vocabularies (see above)
 
-    return create_app(settings, counter=counter, restart=stop_this_process, freeze_heap=True)
-
-
-def preload(settings: Settings) -> bool:
-    """In the serving process, before its workers are forked: load the config's vocabularies for every
-    worker's ``create_app_from_env`` to reuse (the lifespan gives the counter the worker's own config),
-    then import the app's modules. False when the config or a vocabulary does not load: each worker then
-    loads its own and fails as it always has."""
-    counter = loaded_counter(settings)
-    if counter is None:
-        return False
-    _PRELOADED[:] = [counter]
-    import gateway.edge.app  # noqa: F401  # imported once here, shared by the workers
-
-    return True
+    app = create_app(settings, counter=counter, restart=stop_this_process, freeze_heap=True)
+    if settings.http_transport == "aiohttp":  # what the lifespan's upstream clients import: now, to share
+        import gateway.upstream.transport  # noqa: F401
+    return app
 
 
 def loaded_counter(settings: Settings) -> TokenCounter | None:

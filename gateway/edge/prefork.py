@@ -1,15 +1,17 @@
 """Workers forked from the serving process, so that what it loaded before them is shared, not copied.
 
 uvicorn's supervisor (``uvicorn.supervisors.multiprocess``) starts each worker with multiprocessing's
-spawn: a fresh interpreter that imports everything and builds its own tokenizer (tiktoken's maps for
-o200k_base take about 40 MiB). Here the same supervisor runs (health checks, restarts, SIGHUP, SIGTTIN and
-SIGTTOU, shutdown on SIGTERM or SIGINT), but its workers are forked: the pages the serving process filled
-before the fork stay shared between all workers until one writes to them, and nothing writes to
-tiktoken's maps. ``gc.freeze`` keeps the collector from writing to the objects made before the fork.
+spawn: a fresh interpreter that imports everything, builds its own tokenizer (tiktoken's maps for
+o200k_base take about 40 MiB) and its own app. Here the same supervisor runs (health checks, restarts,
+SIGHUP, SIGTTIN and SIGTTOU, shutdown on SIGTERM or SIGINT), but its workers are forked from a process
+that has already loaded the app (``uvicorn.Config.load`` calls the factory: the vocabularies, the modules
+and the app itself; each worker still runs the lifespan). The pages filled before the fork stay shared
+between the workers until one writes to them, and nothing writes to tiktoken's maps; ``gc.freeze`` keeps
+the collector from writing to the objects made before the fork.
 
 A forked worker starts as a spawned one would, as far as it can tell: the supervisor's signal handlers are
 put back to Python's defaults and its exit handlers are dropped; the worker's own exit handlers run when
-it stops (multiprocessing ends a forked child with ``os._exit``, which would skip them). Anything random
+it returns (multiprocessing ends a forked child with ``os._exit``, which would skip them). Anything random
 must be seeded again in the child (``gateway.core.request_ids`` does so; ``random`` reseeds itself).
 
 Forking is only safe with no other thread running: a thread's locks and half-done work would be copied
@@ -45,6 +47,9 @@ def fork_safe() -> bool:
 
 def run_forked(config: Config, sockets: list[socket]) -> None:
     """uvicorn's supervisor with ``config.workers`` workers on ``sockets``, each forked from this process."""
+    config.get_loop_factory()  # imports the event loop's module (uvloop) here rather than in each worker
+    if threading.active_count() > 1:
+        raise RuntimeError("a thread started in the serving process: its workers cannot be forked safely")
     gc.freeze()  # what exists now is shared with the workers: the collector leaves it alone
     with _forking():
         multiprocess.Multiprocess(config, sockets=sockets).run()

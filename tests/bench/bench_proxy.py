@@ -33,6 +33,7 @@ from tests.bench.harness import (
     PYTHON,
     closed_loop,
     cpu_seconds,
+    memory_mib,
     ms,
     open_loop,
     peak_rss_mib,
@@ -150,8 +151,11 @@ async def measure(
     )
     for row in (header, *rows):
         print(f"{row[0]:<11} " + " ".join(f"{cell:>11}" for cell in row[1:]))
-    peak, now = peak_rss_mib(gateway_pid), peak_rss_mib(gateway_pid, "VmRSS")
-    print(f"gateway RSS: peak {peak:.1f} MiB (vocabulary loading included), after the runs {now:.1f} MiB")
+    peak, now = peak_rss_mib(gateway_pid), memory_mib(gateway_pid)
+    print(
+        f"gateway RSS: peak {peak:.1f} MiB (vocabulary loading included), after the runs {now.rss:.1f} MiB "
+        f"(PSS {now.pss:.1f}, USS {now.uss:.1f})"
+    )
     return figures, peak
 
 

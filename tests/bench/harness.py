@@ -1,5 +1,6 @@
 """Shared parts of the HTTP benchmarks: processes pinned to cores, an open-loop and a closed-loop load
-generator (aiohttp, in this process), and per-process CPU and peak RSS read from /proc."""
+generator (aiohttp, in this process), and per-process CPU and memory (peak RSS; RSS, PSS and USS) read from
+/proc."""
 
 from __future__ import annotations
 
@@ -55,6 +56,26 @@ def peak_rss_mib(pid: int, field: str = "VmHWM") -> float:
         if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """A process's memory in MiB: resident (RSS), its share of pages it shares counted in proportion
+    (PSS; the PSS of all processes adds up to what they use together), and what only it maps (USS)."""
+
+    rss: float
+    pss: float
+    uss: float
+
+
+def memory_mib(pid: int) -> Memory:
+    """RSS, PSS and USS of a process, from ``/proc/PID/smaps_rollup``."""
+    fields: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+        name, value = line.split(":", 1)
+        fields[name] = int(value.split()[0])
+    private = fields["Private_Clean"] + fields["Private_Dirty"]
+    return Memory(rss=fields["Rss"] / 1024, pss=fields["Pss"] / 1024, uss=private / 1024)
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -35,6 +35,14 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], timeout: float = S
     raise RuntimeError(f"{url} did not answer within {timeout} s")
 
 
+def children(pid: int) -> list[int]:
+    """The child processes of process ``pid``."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(child) for child in (task / "children").read_text().split()]
+    return found
+
+
 @contextmanager
 def running(
     args: list[str], health_url: str, *, env: Mapping[str, str] | None = None, log: Path

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.e2e.processes import ROOT, STARTUP_SECONDS, running
+from tests.e2e.processes import ROOT, STARTUP_SECONDS, children, running
 from tests.factories import make_config, write_config
 from tests.ports import free_port
 
@@ -33,13 +33,6 @@ def anonymous(pid: int | str, *fields: str) -> int:
         elif counted and parts[0].rstrip(":") in fields:
             total += int(parts[1])
     return total
-
-
-def children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(child) for child in (task / "children").read_text().split()]
-    return found
 
 
 def test_workers_are_forked_with_the_vocabulary_loaded_and_share_it(tmp_path: Path, redis_url: str) -> None:
