@@ -94,7 +94,8 @@ def test_k8s_resources_request_and_limit_cpu_and_memory(gateway_container: Resou
     requests, limits = gateway_container["resources"]["requests"], gateway_container["resources"]["limits"]
     assert 0 < cpu_cores(requests["cpu"]) <= cpu_cores(limits["cpu"])
     assert 0 < mebibytes(requests["memory"]) <= mebibytes(limits["memory"])
-    # Every worker loads its own tokenizer vocabularies: leave each at least 256 MiB.
+    # Leave each worker at least 256 MiB (docs/how-to/kubernetes.md#memory): they share the vocabularies and
+    # the app, but each grows its own heap with the requests and streams it holds.
     workers = int(
         resource_field_value(
             gateway_container,
