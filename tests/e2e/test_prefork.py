@@ -23,8 +23,9 @@ VOCABULARY_GROWTH = (
 
 def anonymous(pid: int | str, *fields: str) -> int:
     """KiB of a process's anonymous memory (its heap and unnamed mappings) counted in ``fields`` of
-    ``/proc/PID/smaps``: ``Rss``, or ``Shared_Clean`` and ``Shared_Dirty`` for what another process maps
-    too. Anonymous memory is shared only between a process and its forks."""
+    ``/proc/PID/smaps``: ``Rss``; ``Shared_Clean`` and ``Shared_Dirty`` for what another process maps too;
+    ``Private_Clean`` and ``Private_Dirty`` for what only it maps. Anonymous memory is shared only between a
+    process and its forks."""
     total, counted = 0, False
     for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
         parts = line.split()
@@ -35,11 +36,14 @@ def anonymous(pid: int | str, *fields: str) -> int:
     return total
 
 
-def test_workers_are_forked_with_the_vocabulary_loaded_and_share_it(tmp_path: Path, redis_url: str) -> None:
-    """Each worker is a fork of the serving process (a spawned one runs multiprocessing's command line),
-    and shares with it more anonymous memory than loading o200k_base takes in a fresh process: without
-    the vocabulary loaded before the fork, a worker shares only what the imports left untouched, and a
-    spawned worker shares none."""
+def test_workers_are_forked_after_the_vocabulary_loaded_and_hold_no_copy_of_their_own(
+    tmp_path: Path, redis_url: str
+) -> None:
+    """Each worker is a fork of the serving process (a spawned one runs multiprocessing's command line).
+    Loading o200k_base in a fresh process adds some anonymous memory (heap); a worker that had built its
+    own tokenizer would hold at least that much of its own (its USS), as a spawned worker does, or one
+    forked before the vocabulary was loaded: a worker has less than that of its own, and shares more than
+    that with the serving process (anonymous memory is shared only between a process and its forks)."""
     config = write_config(tmp_path / "gateway.yaml", make_config())
     port = free_port()
     env = {
@@ -58,6 +62,7 @@ def test_workers_are_forked_with_the_vocabulary_loaded_and_share_it(tmp_path: Pa
         workers = children(serve.pid)
         command = Path(f"/proc/{serve.pid}/cmdline").read_bytes()
         shared = {pid: anonymous(pid, "Shared_Clean", "Shared_Dirty") for pid in workers}
+        private = {pid: anonymous(pid, "Private_Clean", "Private_Dirty") for pid in workers}
         commands = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in workers}
     growth = int(
         subprocess.run(
@@ -70,6 +75,9 @@ def test_workers_are_forked_with_the_vocabulary_loaded_and_share_it(tmp_path: Pa
     assert len(workers) == 2
     for pid in workers:
         assert shared[pid] > growth, f"worker {pid} shares {shared[pid]} KiB; the vocabulary takes {growth}"
+        assert private[pid] < growth, (
+            f"worker {pid} has {private[pid]} KiB of its own: a vocabulary of its own?"
+        )
 
 
 def started_workers(log: Path, count: int) -> None:
