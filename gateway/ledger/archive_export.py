@@ -145,11 +145,15 @@ def _time_of_row(row: Row) -> int:
 
 async def _pages(cursor: psycopg.AsyncServerCursor[tuple[object, ...]]) -> AsyncGenerator[list[Row], None]:
     """The cursor's rows, ``ROWS_PER_FETCH`` a round trip; the next page is asked for before this one is
-    handed on (two pages held at most)."""
+    handed on (two pages held at most), so that the server renders it while the gateway joins this one.
+    The task that asks for it runs only once the event loop does: it is let run up to sending the
+    ``FETCH`` (its first wait, for the answer) before the page goes out, else it would be sent only when
+    the next page is awaited, and the two would take turns."""
     upcoming = asyncio.ensure_future(cursor.fetchmany(ROWS_PER_FETCH))
     try:
         while rows := await upcoming:
             upcoming = asyncio.ensure_future(cursor.fetchmany(ROWS_PER_FETCH))
+            await asyncio.sleep(0)  # the FETCH sent
             yield rows  # type: ignore[misc]  # (bytes or NULL, text or NULL) by the query
     finally:  # stopped early: the page asked for is let in (cancelling it would break the connection)
         with contextlib.suppress(psycopg.Error):

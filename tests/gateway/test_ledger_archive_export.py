@@ -233,6 +233,22 @@ async def test_an_export_reads_in_small_pages_merges_groups_of_tenants_and_stops
 
 
 @pytest.mark.anyio
+async def test_the_next_page_is_asked_for_before_a_page_is_handed_on(archive_url: str) -> None:
+    """The server works on the next page while the gateway joins this one: when a page comes out, the
+    query for the next one is running."""
+    size = archive_export.ROWS_PER_FETCH
+    async with await connect(archive_url) as connection:
+        cursor = connection.cursor(name="pages")
+        await cursor.execute("SELECT n FROM generate_series(1, %s) AS n", (2 * size + 1,))
+        pages = archive_export._pages(cursor)
+        sizes = []
+        async for page in pages:
+            sizes.append(len(page))
+            assert connection.pgconn.transaction_status == psycopg.pq.TransactionStatus.ACTIVE, sizes
+    assert sizes == [size, size, 1]
+
+
+@pytest.mark.anyio
 async def test_an_archive_of_the_previous_release_exports_the_same_before_and_after_its_upgrade(
     redis_client: aioredis.Redis, archive_url: str
 ) -> None:
