@@ -185,6 +185,8 @@ def segments(
             return
         if all(isinstance(cell, Constant) for cell in run):
             row.extend(run)
+        elif len(run) == 1:  # one cell: written as it is
+            row.append(run[0])
         else:
             name = f"segment_{len(computed)}"
             computed[name] = formatted(run)

@@ -19,7 +19,6 @@ from __future__ import annotations
 from gateway.ledger.export_sql import (
     Cell,
     Constant,
-    csv_quoted,
     flag,
     formatted,
     literal,
@@ -65,14 +64,19 @@ def _bucket() -> str:
     return f"CASE {' '.join(cases)} ELSE {literal(BUCKETS[-1].label)} END"
 
 
-def _tags() -> str:
-    """The ``Tags`` cell: the caller's tags (as written), then the gateway's."""
-    own = "CASE WHEN tags IS NULL OR tags::text = '{}' THEN '{' ELSE left(tags::text, -1) || ',' END"
-    gateway = (
-        f"""'"{TAG_PREFIX}tenant":"' || tenant || '","{TAG_PREFIX}action":"' || action"""
-        f""" || '","{TAG_PREFIX}bucket":"' || {_bucket()} || '"}}'"""
+def _tags() -> tuple[str, ...]:
+    """The ``Tags`` cell: the caller's tags (as written), then the gateway's, as a CSV cell (in quotes, its
+    quotes doubled). Only the caller's part is searched for quotes to double: the gateway's keys are
+    written with theirs doubled, and its values (a plain tenant and action, a bucket's label) hold none."""
+    own = (
+        "CASE WHEN tags IS NULL OR tags::text = '{}' THEN '{'"
+        " ELSE replace(left(tags::text, -1), '\"', '\"\"') || ',' END"
     )
-    return csv_quoted(f"({own} || {gateway})")
+    return (
+        Constant('"'), own, Constant(f'""{TAG_PREFIX}tenant"":""'), "tenant",
+        Constant(f'"",""{TAG_PREFIX}action"":""'), "action", Constant(f'"",""{TAG_PREFIX}bucket"":""'),
+        _bucket(), Constant('""}"'),
+    )  # fmt: skip
 
 
 _SHARED: dict[str, Cell] = {
@@ -127,6 +131,7 @@ def focus_steps() -> list[dict[str, str]]:
     )
     cached = "least(cached_tokens, input_tokens)"
     written = f"least(cache_write_tokens, input_tokens - {cached})"
+    tokens_cost = usd("cost_nanos::numeric - tool_cost_nanos")
     ended = "greatest(time_ms / 1000 + 1, (time_ms + greatest(latency_ms, 0) + 999) / 1000)"
     event = {
         "focus_cached": cached,
@@ -140,7 +145,7 @@ def focus_steps() -> list[dict[str, str]]:
         "focus_sku": "model || ':' || coalesce(nullif(tier, ''), 'standard')",
         "focus_of": "' of ' || model || ' (' || action || ')'",
         "focus_tool_meter": f"coalesce({_TOOL_KIND} || ' uses', 'Tool Uses')",
-        "focus_tokens_cost": f"{usd('cost_nanos::numeric - tool_cost_nanos')}::text",
+        "focus_tokens_cost": f"CASE WHEN NOT focus_parts THEN {tokens_cost}::text END",  # the token row's
         "focus_counterfactual": usd("counterfactual_nanos"),
         "focus_saving": usd("counterfactual_nanos::numeric - cost_nanos"),
     }
