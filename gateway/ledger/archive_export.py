@@ -102,6 +102,7 @@ async def export_text(
         render = event_text(fmt)
         await connection.execute("SET LOCAL enable_sort = off")  # the query merges: no sort is needed
         await connection.execute("SET LOCAL jit = off")  # compiling its expressions costs more than it saves
+        await connection.execute("SET LOCAL DateStyle = 'ISO'")  # the FOCUS times (``focus_sql``)
         groups = [tenants[first : first + GROUP_TENANTS] for first in range(0, len(tenants), GROUP_TENANTS)]
         sources = []
         for number, group in enumerate(groups):

@@ -41,7 +41,6 @@ _AMOUNTS = (
 )  # fmt: skip
 _TOKEN_COUNTS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens")
 _TOOL_KIND = "nullif(split_part(tool_uses, '=', 1), '')"
-_TIME = '\'YYYY-MM-DD"T"HH24:MI:SS"Z"\''
 
 _UNITS = {  # name: (meter, unit, quantity, nanos, whether the event has the row)
     "input": ("Input Tokens", "Tokens", "focus_input", "input_cost_nanos", "focus_parts"),
@@ -88,8 +87,8 @@ _SHARED: dict[str, Cell] = {
     "ChargeCategory": Constant("Usage"),
     "ChargeClass": Constant(""),
     "ChargeFrequency": Constant("Usage-Based"),
-    "ChargePeriodEnd": "focus_end",
-    "ChargePeriodStart": "focus_start",
+    "ChargePeriodEnd": ("focus_end", Constant("Z")),
+    "ChargePeriodStart": ("focus_start", Constant("Z")),
     "InvoiceIssuerName": "provider",
     "PricingCategory": Constant("Standard"),
     "ProviderName": "provider",
@@ -125,8 +124,8 @@ def focus_steps() -> list[dict[str, str]]:
         AND greatest(latency_ms, 0) <= {(LAST_SECOND - 1) * 1000} - time_ms
         AND (tool_uses IS NULL OR tool_uses = '' OR tool_uses ~ {literal(_TOOL_USE)})
         AND (tags IS NULL OR strpos(tags::text, {literal(f'"{TAG_PREFIX}')}) = 0))"""
-    parts = (
-        "(input_cost_nanos IS NOT NULL AND input_cost_nanos::numeric + cached_input_cost_nanos"
+    parts = (  # (bounded: the sum stays within 64 bits)
+        "(input_cost_nanos IS NOT NULL AND input_cost_nanos + cached_input_cost_nanos"
         " + cache_write_cost_nanos + output_cost_nanos + tool_cost_nanos = cost_nanos)"
     )
     cached = "least(cached_tokens, input_tokens)"
@@ -134,30 +133,37 @@ def focus_steps() -> list[dict[str, str]]:
     tokens_cost = usd("cost_nanos::numeric - tool_cost_nanos")
     ended = "greatest(time_ms / 1000 + 1, (time_ms + greatest(latency_ms, 0) + 999) / 1000)"
     event = {
+        "focus_parts": parts,
         "focus_cached": cached,
         "focus_written": written,
         "focus_input": f"input_tokens - {cached} - {written}",
         "focus_tool_uses": "coalesce(nullif(split_part(tool_uses, '=', 2), '')::bigint, 0)",
         "focus_tokens": "input_tokens + output_tokens",
-        "focus_start": f"to_char({timestamp('time_ms / 1000')}, {_TIME})",
-        "focus_end": f"to_char({timestamp(ended)}, {_TIME})",
-        "focus_next_month": "to_char(month::timestamp + interval '1 month', 'YYYY-MM')",
+        "focus_start": _iso_second("time_ms / 1000"),
+        "focus_end": _iso_second(ended),
+        "focus_next_month": "left((month + 31)::text, 7)",  # (``month`` is a month's first day)
         "focus_sku": "model || ':' || coalesce(nullif(tier, ''), 'standard')",
         "focus_of": "' of ' || model || ' (' || action || ')'",
         "focus_tool_meter": f"coalesce({_TOOL_KIND} || ' uses', 'Tool Uses')",
-        "focus_tokens_cost": f"CASE WHEN NOT focus_parts THEN {tokens_cost}::text END",  # the token row's
         "focus_counterfactual": usd("counterfactual_nanos"),
         "focus_saving": usd("counterfactual_nanos::numeric - cost_nanos"),
     }
     shared = _rows()[0]
+    shared["focus_tokens_cost"] = f"CASE WHEN focus_parts THEN NULL ELSE {tokens_cost}::text END"  # its row's
     for name, (_, _, quantity, nanos, has) in _UNITS.items():
         shared[f"focus_{name}_cost"] = f"CASE WHEN {has} THEN {usd(nanos)}::text END"  # written 4 times
         shared[f"focus_{name}_price"] = f"CASE WHEN {has} THEN {unit_price(nanos, quantity)} END"
     return [
-        {"focus_plain": plain, "focus_parts": parts},
+        {"focus_plain": plain},
         {name: f"CASE WHEN focus_plain THEN {value} END" for name, value in event.items()},
         {name: f"CASE WHEN focus_plain THEN {value} END" for name, value in shared.items()},
     ]
+
+
+def _iso_second(seconds: str) -> str:
+    """``2026-12-01T00:00:07`` (``Z`` is written after it): the timestamp's text under ``DateStyle``
+    ``ISO`` (which the export sets), its space made a ``T``; cheaper than ``to_char``."""
+    return f"replace({timestamp(seconds)}::text, ' ', 'T')"
 
 
 def unit_price(nanos: str, quantity: str) -> str:

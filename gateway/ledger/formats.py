@@ -148,9 +148,7 @@ def csv_cells(row: Sequence[Value]) -> list[str | int | None]:
     others go through ``_cell``."""
     return [
         value
-        if type(value) is int
-        or value is None
-        or (isinstance(value, str) and value[:1] not in FORMULA_STARTS)
+        if type(value) is int or value is None or (isinstance(value, str) and value[:1] not in FORMULA_STARTS)
         else _cell(value)
         for value in row
     ]
