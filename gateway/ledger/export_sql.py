@@ -96,8 +96,18 @@ def csv_quoted(text: str) -> str:
 def formatted(cells: Sequence[Cell], *, start: str = "", end: str = "") -> str:
     """``format(…)`` writing the cells one after the other, a comma between two, within ``start`` and
     ``end``. An expression in several cells is computed once (``%2$s`` refers to it again)."""
-    template: list[str] = []
     arguments: list[str] = []
+    whole = start.replace("%", "%%") + template(cells, arguments) + end.replace("%", "%%")
+    if not arguments:
+        return literal(whole.replace("%%", "%"))
+    return f"format({literal(whole)}, {', '.join(arguments)})"
+
+
+def template(cells: Sequence[Cell], arguments: list[str]) -> str:
+    """``format``'s template of the cells one after the other, a comma between two: a constant written in
+    it, an expression as a reference to ``arguments`` (added there the first time: templates sharing one
+    list of arguments are joined into one template of one ``format`` call)."""
+    written: list[str] = []
     for cell in cells:
         parts = [cell] if isinstance(cell, str) else cell
         text = ""
@@ -108,11 +118,8 @@ def formatted(cells: Sequence[Cell], *, start: str = "", end: str = "") -> str:
             if part not in arguments:
                 arguments.append(part)
             text += f"%{arguments.index(part) + 1}$s"
-        template.append(text)
-    whole = start.replace("%", "%%") + ",".join(template) + end.replace("%", "%%")
-    if not arguments:
-        return literal(whole.replace("%%", "%"))
-    return f"format({literal(whole)}, {', '.join(arguments)})"
+        written.append(text)
+    return ",".join(written)
 
 
 def _event_cells() -> dict[str, tuple[str, str]]:

@@ -20,9 +20,9 @@ from gateway.ledger.export_sql import (
     Cell,
     Constant,
     flag,
-    formatted,
     literal,
     segments,
+    template,
     timestamp,
     usd,
 )
@@ -149,6 +149,9 @@ def focus_steps() -> list[dict[str, str]]:
         "focus_saving": usd("counterfactual_nanos::numeric - cost_nanos"),
     }
     shared = _rows()[0]
+    shared["focus_tool_meter_id"] = (
+        f"CASE WHEN {_UNITS['tool'][4]} THEN lower(replace(focus_tool_meter, ' ', '-')) END"
+    )
     shared["focus_tokens_cost"] = f"CASE WHEN focus_parts THEN NULL ELSE {tokens_cost}::text END"  # its row's
     for name, (_, _, quantity, nanos, has) in _UNITS.items():
         shared[f"focus_{name}_cost"] = f"CASE WHEN {has} THEN {usd(nanos)}::text END"  # written 4 times
@@ -178,14 +181,17 @@ def unit_price(nanos: str, quantity: str) -> str:
 
 
 def focus_rows() -> str:
-    """The event's FOCUS rows, each ended by ``\\r\\n`` (over the steps' columns)."""
-    rows = {name: formatted(cells, end="\r\n") for name, cells in _rows()[1].items()}
-    written = [f"CASE WHEN focus_parts THEN {rows['input']} ELSE {rows['tokens']} END"]
-    written += [
+    """The event's FOCUS rows, each ended by ``\\r\\n`` (over the steps' columns): one ``format`` call,
+    whose template is the rows' templates the event has, joined (the rows refer to one list of
+    arguments)."""
+    arguments: list[str] = []
+    rows = {name: literal(template(cells, arguments) + "\r\n") for name, cells in _rows()[1].items()}
+    chosen = [f"CASE WHEN focus_parts THEN {rows['input']} ELSE {rows['tokens']} END"]
+    chosen += [
         f"CASE WHEN {_UNITS[name][4]} THEN {rows[name]} ELSE '' END"
         for name in ("cached", "written", "output", "tool")
     ]
-    return " || ".join(written)
+    return f"format({' || '.join(chosen)}, {', '.join(arguments)})"
 
 
 def _rows() -> tuple[dict[str, str], dict[str, list[Cell]]]:
@@ -209,7 +215,7 @@ def _unit_cells(meter: str, unit: str, quantity: str, name: str, *, first: bool)
     price_id: Cell = (
         ("focus_sku", Constant(":" + meter.lower().replace(" ", "-")))
         if meter
-        else ("focus_sku", Constant(":"), "lower(replace(focus_tool_meter, ' ', '-'))")
+        else ("focus_sku", Constant(":"), "focus_tool_meter_id")
     )
     return {
         "BilledCost": cost,
