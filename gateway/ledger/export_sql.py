@@ -181,8 +181,8 @@ def segments(
 ) -> tuple[dict[str, str], list[Cell]]:
     """Rows that share cells: ``shared`` holds the cells every row of an event has alike, ``cells`` the
     others. Each run of consecutive shared cells is written once per event, as a column of its own
-    (``segment_<n>``: the first dict, to compute beforehand); the second value is a row's cells with each
-    run in one (for ``formatted``)."""
+    (``segment_<n>``: the first dict, to compute beforehand), but for a run of one cell, written as it is;
+    the second value is a row's cells with each run in one (for ``formatted``)."""
     computed: dict[str, str] = {}
     row: list[Cell] = []
     run: list[Cell] = []

@@ -5,13 +5,15 @@ Steps of one query (``gateway.ledger.archive_export``), each a subquery over the
 what an event's rows share is computed once: ``focus_steps()`` decides which rows are plain, then (for
 those only, so that nothing an odd row holds can fail the query) computes the event's quantities and
 times, then the runs of cells every row of the event shares and each unit's cost and price;
-``focus_rows()`` writes the rows from them. Besides a plain text (``export_sql``), a plain row has at
-most one kind of tool use, in the form ``web_search=2``; token counts and amounts far from the 64-bit
-limits (what is computed from them stays exact in ``bigint``); a call that ended before the year 10000;
-and no caller's tag under the ``gateway/`` prefix.
+``focus_rows()`` writes the rows from them, in one ``format`` call an event. Besides a plain text
+(``export_sql``), a plain row has at most one kind of tool use, in the form ``web_search=2``; token counts
+and amounts far from the 64-bit limits (what is computed from them stays exact in ``bigint``); a call
+that ended before the year 10000; and no caller's tag under the ``gateway/`` prefix.
 
 A unit price is exact: the amount times 10⁶ over the quantity, rounded half to even, in units of 10⁻¹⁵
-USD (``focus._unit_price`` rounds the same way).
+USD (``focus._unit_price`` rounds the same way). Times are a timestamp's text under ``DateStyle`` ``ISO``
+(``2026-12-01 00:00:07``, which the export sets for its transaction), its space made a ``T``: the same
+as ``to_char`` would write, at about half the cost.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import csv
 import io
 import uuid
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 import psycopg
@@ -246,6 +247,22 @@ async def test_the_next_page_is_asked_for_before_a_page_is_handed_on(archive_url
             sizes.append(len(page))
             assert connection.pgconn.transaction_status == psycopg.pq.TransactionStatus.ACTIVE, sizes
     assert sizes == [size, size, 1]
+
+
+@pytest.mark.anyio
+async def test_an_export_is_the_same_whatever_the_sessions_date_style(
+    redis_client: aioredis.Redis, archive_url: str
+) -> None:
+    """The server writes FOCUS times as a timestamp's text, which ``DateStyle`` shapes: the export sets
+    it for its transaction, over a session (set by the connection) that prints dates another way."""
+    keys, tenants = names()
+    await drained(redis_client, archive_url, keys, plain_events(tenants))
+    other_style = archive_url + quote(" -cDateStyle=SQL,DMY")
+    async with await connect(other_style) as connection:
+        cursor = await connection.execute("SELECT DATE '2026-12-01'::text")
+        assert await cursor.fetchone() == ("01/12/2026",)
+    redis_source, archive = LedgerReader(redis_client, keys=keys), ArchiveReader(other_style)
+    await assert_same_exports(redis_source, archive, tenants, PERIODS[:1])
 
 
 @pytest.mark.anyio
