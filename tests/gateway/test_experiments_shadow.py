@@ -33,6 +33,9 @@ def router() -> respx.Router:
 def config_with(name: str, **experiment: Any) -> dict[str, Any]:
     config = make_config()
     config["models"]["gpt-5.2"] = {"provider": "mock", "context_window": 400_000, "pricing": PRICED}
+    # The app runs in the test's own process, whose CPU (the suite's collections, the test polling) is not
+    # the gateway's load: no shadow call is shed for it here (shedding has tests of its own).
+    config["limits"] = {**config.get("limits", {}), "shadow_shed_above_cpu": 1_000.0}
     config["experiments"] = {
         name: {
             "mode": "shadow",
