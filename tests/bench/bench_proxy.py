@@ -261,6 +261,12 @@ def main() -> None:
         help="the config's features against the default (sampling 5%%, conversations tracked from 16,384 "
         "tokens, no passthrough routes): " + "; ".join(f"{name}: {what}" for name, what in FEATURES.items()),
     )
+    parser.add_argument(
+        "--ledger-linger",
+        type=float,
+        help="the ledger writer's linger_seconds (unset: the config's default), to see what its round trips "
+        "cost at 20 requests a second",
+    )
     args = parser.parse_args()
     if args.target != "both":
         run_target(args.target, args)
@@ -313,7 +319,8 @@ def run_target(target: str, args: argparse.Namespace) -> tuple[dict[str, Figures
                 print(
                     f"target: {target}; upstream transport: {args.transport}; api: {args.api}; "
                     f"experiment: {args.experiment}; rate limits: {args.rate_limits}; "
-                    f"managed keys: {args.managed_keys}; feature: {args.feature}"
+                    f"managed keys: {args.managed_keys}; feature: {args.feature}; "
+                    f"ledger linger: {'default' if args.ledger_linger is None else args.ledger_linger}"
                 )
                 return measured
 
@@ -361,6 +368,8 @@ def gateway_env(
         config["passthrough"] = [
             {"path": f"/{name}", "methods": ["POST"], "provider": "mock"} for name in PASSTHROUGH_PATHS
         ]
+    if args.ledger_linger is not None:
+        config.setdefault("ledger", {})["linger_seconds"] = args.ledger_linger
     if args.experiment != "none":
         config["models"]["gpt-5.2"]["pricing"] = {"input": "1.00", "output": "4.00"}
         config["experiments"] = {
