@@ -142,6 +142,32 @@ async def test_ledger_writes_events_in_batches(
 
 
 @pytest.mark.anyio
+async def test_an_event_finding_the_writer_idle_goes_at_once_and_the_next_waits_out_the_rest(
+    redis_client: aioredis.Redis, tenant_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = [make_event(n, tenant=tenant_name) for n in range(3)]
+    ledger = Ledger(redis_client, spool_dir=tmp_path, config=LedgerConfig(linger_seconds=1))
+    batches: list[int] = []
+    apply = ledger._applier.apply
+
+    async def counted(batch: Sequence[CostEvent]) -> Any:
+        batches.append(len(batch))
+        return await apply(batch)
+
+    monkeypatch.setattr(ledger._applier, "apply", counted)
+    async with ledger:
+        ledger.record(events[0])
+        await asyncio.sleep(0)  # the writer takes it: nothing was written in the last second, so it goes
+        ledger.record(events[1])  # comes while the first is written: waits for the rest of the second
+        while ledger.stats().applied < 1:
+            await asyncio.sleep(0)
+        ledger.record(events[2])  # joins the one waiting
+        await ledger.drain()  # ends the wait
+        assert batches == [1, 2]
+    await assert_exactly_once(redis_client, events)
+
+
+@pytest.mark.anyio
 async def test_ledger_survives_redis_restart_with_every_event_once(tmp_path: Path, tenant_name: str) -> None:
     server = EmbeddedRedis(tmp_path / "redis", port=free_port(), persist=True)
     server.start()
@@ -246,11 +272,13 @@ async def test_ledger_close_spools_an_event_waiting_out_the_linger(
     config = LedgerConfig(linger_seconds=1, probe_interval_seconds=30)
     ledger = Ledger(dead_redis, spool_dir=tmp_path, config=config)
     await ledger.start()
-    ledger.record(make_event(1, tenant=tenant_name))
+    ledger.record(make_event(1, tenant=tenant_name))  # written at once (to the spool: Redis is down)
+    await asyncio.sleep(0)
+    ledger.record(make_event(2, tenant=tenant_name))
     while ledger.stats().queued:  # the writer takes it, then lingers for a fuller batch
         await asyncio.sleep(0)
     await ledger.close(timeout=0.01)
-    assert [event.id for event in spooled_events(tmp_path)] == [make_event(1).id]
+    assert sorted(event.id for event in spooled_events(tmp_path)) == sorted(make_event(n).id for n in (1, 2))
 
 
 @pytest.mark.anyio

@@ -22,12 +22,13 @@ class LedgerConfig(_Strict):
     queue_size: int = Field(default=100_000, ge=1, description="events held in memory before spooling")
     batch_size: int = Field(default=500, ge=1, le=10_000, description="events per pipelined write")
     linger_seconds: float = Field(
-        default=0.05,
+        default=0.25,
         ge=0,
         le=1,
-        description="how long the first event of a batch waits for more, so that one Redis round trip "
-        "carries several even at moderate traffic; an event reaches Redis at most this much later (a "
-        "budget is held on the request path meanwhile)",
+        description="the writer writes at most once in this many seconds: an event that finds the last "
+        "write longer ago is written at once, one that comes sooner waits for the rest of the period with "
+        "those queued after it, so that under load one Redis round trip carries many; an event reaches "
+        "Redis at most this much later (a budget is held on the request path meanwhile)",
     )
     write_timeout_seconds: float = Field(default=5.0, gt=0, description="a slower batch counts as Redis down")
     probe_interval_seconds: float = Field(default=1.0, gt=0, description="retry period while Redis is down")
