@@ -66,6 +66,9 @@ class LedgerStats:
     of applying them again (logged)."""
     unconfirmed: int = 0
     """Events a master took that no replica has confirmed yet: applied again until one does."""
+    in_hand: int = 0
+    """Events taken off the queue and not yet in Redis or the spool: waiting out the linger, or being
+    written (``queued + in_hand``: every event recorded and not yet written)."""
 
 
 class Ledger:
@@ -183,6 +186,7 @@ class Ledger:
             redis_up=self._redis_up,
             spool_pending=self._spool.pending,
             unconfirmed=len(self._unconfirmed),
+            in_hand=len(self._inflight),
         )
 
     async def __aenter__(self) -> Ledger:

@@ -209,7 +209,9 @@ def build_families(registry: CollectorRegistry | None) -> Families:
             ("model",),
             FIRST_TOKEN_BUCKETS,
         ),
-        ledger_queue=gauge("gateway_ledger_queue_depth", "Cost events queued for Redis", "livesum"),
+        ledger_queue=gauge(
+            "gateway_ledger_queue_depth", "Cost events not yet written to Redis (queued, in hand)", "livesum"
+        ),
         sampler_queue=gauge("gateway_sampler_queue_depth", "Behaviour samples queued for Redis", "livesum"),
         reload_failures=gauge(
             "gateway_config_reload_failures", "Config file changes rejected since start", "livemax"
