@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import redis.asyncio as aioredis
 
@@ -194,3 +195,18 @@ async def assert_counters_match(
             summed.cost_nanos,
             summed.saving_nanos,
         ), f"monthly counters of {month}: {stored_month} != {summed}"
+
+
+def wait_until_written(gateway_url: str, *, timeout: float = 20.0) -> None:
+    """Until every cost event the gateway has recorded is in Redis (``gateway_ledger_queue_depth`` 0 on
+    its ``/metrics``): an event is recorded before its response reaches the client, so what a count read
+    afterwards misses is only what later requests add."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = httpx.get(f"{gateway_url}/metrics", timeout=10).text
+        gauge = "gateway_ledger_queue_depth "
+        depth = next(float(line.split()[-1]) for line in text.splitlines() if line.startswith(gauge))
+        if depth == 0:
+            return
+        assert time.monotonic() < deadline, f"the gateway's ledger still holds {depth:.0f} events unwritten"
+        time.sleep(0.02)

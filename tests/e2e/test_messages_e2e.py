@@ -18,6 +18,7 @@ import httpx
 import orjson
 import pytest
 
+from tests.e2e.ledger_helpers import wait_until_written
 from tests.e2e.processes import gateway_process
 from tests.factories import make_config, write_config
 from tests.mock.anthropic import THINKING, signature_for
@@ -51,7 +52,8 @@ class Gateway:
         return anthropic.Anthropic(base_url=self.url, api_key=self.keys[who], max_retries=0, **options)
 
     def events(self, who: str = "main") -> list[dict[str, Any]]:
-        """The tenant's cost events (its ledger), oldest first."""
+        """The tenant's cost events (its ledger), oldest first, once every event recorded is written."""
+        wait_until_written(self.url)
         answer = httpx.get(
             f"{self.url}/admin/costs", params={"tenant": self.tenants[who], "format": "ndjson"}, headers=ADMIN
         )

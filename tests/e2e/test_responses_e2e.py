@@ -10,6 +10,7 @@ import httpx
 import openai
 import pytest
 
+from tests.e2e.ledger_helpers import wait_until_written
 from tests.factories import TENANT_KEY
 from tests.mock.responses import ENCRYPTED
 
@@ -22,6 +23,7 @@ WEATHER = {
 
 
 def ledger_requests(gateway_url: str) -> int:
+    wait_until_written(gateway_url)  # the events of earlier requests all counted
     usage = httpx.get(f"{gateway_url}/v1/gateway/usage", headers={"authorization": f"Bearer {TENANT_KEY}"})
     requests: int = usage.json()["day"]["requests"]
     return requests
