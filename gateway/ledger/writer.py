@@ -18,11 +18,10 @@ No failure stops the writer task: when a turn raises (a full or failing disk und
 it is logged, the batch in hand goes to the spool or, if even that fails, stays in memory, and the task
 tries again a probe interval later.
 
-The writer writes at most once every ``linger_seconds``: an event that finds the last batch taken longer ago
-than that is written at once, one that comes sooner waits for the rest of the period, and those queued
-meanwhile go with it. At low traffic each event reaches Redis straight away; under load one round trip
-carries many events (a round trip costs the worker about as much CPU as a fifth of a small request).
-``drain()`` and ``close()`` cut the wait short.
+The writer writes at most once every ``linger_seconds`` (``gateway.base.pace``): an event that finds it idle
+is written at once, one that comes sooner waits for the rest of the period with those queued after it. A
+round trip costs the worker about as much CPU as a fifth of a small request. ``drain()`` and ``close()`` cut
+the wait short.
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from gateway.base.background import wind_down
+from gateway.base.pace import WritePace
 from gateway.config.schema.ledger import LedgerConfig
 from gateway.ledger.apply import EventApplier, StoreUnavailable
 from gateway.ledger.event import CostEvent
@@ -93,12 +93,7 @@ class Ledger:
         """Taken off the queue, not yet in Redis or the spool: ``close()`` spools them too."""
         self._redis_up = False
         self._next_probe = 0.0
-        self._last_taken = float("-inf")
-        """The loop's time when the last batch left the queue (``_next_batch``)."""
-        self._lingering: asyncio.Future[None] | None = None
-        """Set while the next batch waits out the rest of the linger; ``drain()`` and ``close()`` end it."""
-        self._hurry = 0
-        """Callers of ``drain()`` or ``close()`` waiting: no linger meanwhile."""
+        self._pace = WritePace()
         self._unconfirmed: list[CostEvent] = []
         """Taken by a master, not yet confirmed by a replica: applied again until one does."""
         self._unconfirmed_since = 0.0
@@ -141,12 +136,8 @@ class Ledger:
     async def drain(self) -> None:
         """Wait until every event recorded so far has left the queue (into Redis or the spool)."""
         if self._queue is not None:
-            self._hurry += 1
-            _end_wait(self._lingering)
-            try:
+            with self._pace.hurried():
                 await self._queue.join()
-            finally:
-                self._hurry -= 1
 
     async def close(self, timeout: float = 10.0) -> None:
         """Drain the queue to Redis within ``timeout`` seconds; whatever is left goes to the spool."""
@@ -154,10 +145,8 @@ class Ledger:
         if queue is None or task is None:
             self._spool.close()
             return
-        self._hurry += 1
-        _end_wait(self._lingering)
-        await wind_down(queue, task, timeout)
-        self._hurry -= 1
+        with self._pace.hurried():
+            await wind_down(queue, task, timeout)
         self._task = None
         await self._confirm_at_close(timeout)
         leftover, self._inflight = self._inflight, []
@@ -255,24 +244,9 @@ class Ledger:
             return
         batch = self._inflight = [first]
         size = self.config.batch_size
-        loop = asyncio.get_running_loop()
-        rest = self._last_taken + self.config.linger_seconds - loop.time()
-        if rest > 0 and queue.qsize() < size - 1 and not self._hurry:
-            await self._linger(rest)
+        await self._pace.next_turn(self.config.linger_seconds, full=queue.qsize() >= size - 1)
         while len(batch) < size and not queue.empty():
             batch.append(queue.get_nowait())
-        self._last_taken = loop.time()
-
-    async def _linger(self, seconds: float) -> None:
-        """Wait ``seconds``, or until ``drain()`` or ``close()`` ends the wait."""
-        loop = asyncio.get_running_loop()
-        waiter = self._lingering = loop.create_future()
-        timer = loop.call_later(seconds, _end_wait, waiter)
-        try:
-            await waiter
-        finally:
-            timer.cancel()
-            self._lingering = None
 
     async def _write(self, batch: Sequence[CostEvent]) -> None:
         if self._redis_up:
@@ -400,8 +374,3 @@ class Ledger:
             self._log.warning("ledger_redis_down", error=str(exc) or type(exc).__name__)
         self._redis_up = False
         self._next_probe = asyncio.get_running_loop().time() + self.config.probe_interval_seconds
-
-
-def _end_wait(waiter: asyncio.Future[None] | None) -> None:
-    if waiter is not None and not waiter.done():
-        waiter.set_result(None)

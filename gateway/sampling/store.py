@@ -2,19 +2,18 @@
 
 ``record(signal)`` never waits: it puts the signal on the queue, or counts it as dropped when the queue is
 full. The writer task takes the first sample queued, waits ``linger_seconds`` for more (unless ``batch_size``
-are already there, or ``drain()`` or ``close()`` asks for them now), and sends up to ``batch_size`` in one
-pipelined round trip,
-``XADD gw:samples:{model} MAXLEN ~ N``, reading every reply (``gateway.redis.pipelined``): on a Redis Cluster
-one node can fail while the others write. What was not written is held and tried again, first, every
-``retry_interval_seconds`` until Redis takes it; while Redis is away new samples join it. The samples held are
-capped at ``queue_size``: beyond that the oldest are dropped and counted. Samples are statistics, not money,
+are already there, or ``drain()`` or ``close()`` asks for them now: ``gateway.base.pace``), and sends up to
+``batch_size`` in one pipelined round trip, ``XADD gw:samples:{model} MAXLEN ~ N``, reading every reply
+(``gateway.redis.pipelined``): on a Redis Cluster one node can fail while the others write. What was not
+written is held and tried again, first, every ``retry_interval_seconds`` until Redis takes it; while Redis is
+away new samples join it. The samples held are capped at ``queue_size``: beyond that the oldest are dropped
+and counted. Samples are statistics, not money,
 so nothing is spooled to disk (the cost ledger is the part that never loses).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -24,6 +23,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisClusterException, RedisError
 
 from gateway.base.background import wind_down
+from gateway.base.pace import WritePace
 from gateway.config.schema.sampling import SamplingConfig
 from gateway.redis import pipelined
 from gateway.redis.pipelined import describe
@@ -96,8 +96,7 @@ class SampleWriter:
         self._down_until = 0.0
         self._held: list[Entry] = []
         """Samples whose write failed, tried again first (at most ``queue_size``)."""
-        self._now = asyncio.Event()
-        """Set by ``drain()`` and ``close()``: what is queued is written without waiting out the linger."""
+        self._pace = WritePace()
         self._counts = dict.fromkeys(
             ("recorded", "written", "dropped_full", "dropped_redis", "dropped_error"), 0
         )
@@ -121,17 +120,16 @@ class SampleWriter:
     async def drain(self) -> None:
         """Wait until every signal recorded so far has been written or dropped."""
         if self._queue is not None:
-            self._now.set()
-            await self._queue.join()
-            self._now.clear()
+            with self._pace.hurried():
+                await self._queue.join()
 
     async def close(self, timeout: float = 2.0) -> None:
         """Write what is queued within ``timeout`` seconds; the rest is dropped."""
         queue, task = self._queue, self._task
         if queue is None or task is None:
             return
-        self._now.set()
-        await wind_down(queue, task, timeout)
+        with self._pace.hurried():
+            await wind_down(queue, task, timeout)
         self._task = None
         if self._held:  # one last try for what failed before
             await self._write([])
@@ -164,7 +162,7 @@ class SampleWriter:
             retry_in = max(0.0, self._down_until - loop.time()) if self._held else None
             config = self._config()
             batch = await _next_batch(
-                queue, config.batch_size, timeout=retry_in, linger=config.linger_seconds, now=self._now
+                queue, config.batch_size, timeout=retry_in, linger=config.linger_seconds, pace=self._pace
             )
             try:
                 await self._write(batch)
@@ -214,18 +212,17 @@ class SampleWriter:
 
 
 async def _next_batch(
-    queue: asyncio.Queue[Signal], size: int, *, timeout: float | None, linger: float, now: asyncio.Event
+    queue: asyncio.Queue[Signal], size: int, *, timeout: float | None, linger: float, pace: WritePace
 ) -> list[Signal]:
     """The next signals queued, up to ``size``, the first having waited ``linger`` seconds for the others
-    (less when ``size`` are there or ``now`` is set); none when ``timeout`` passes first (held samples are
-    due)."""
+    (less when ``size`` are there or ``pace`` is hurried); none when ``timeout`` passes first (held samples
+    are due)."""
     try:
         first = await asyncio.wait_for(queue.get(), timeout)
     except TimeoutError:
         return []
-    if queue.qsize() < size - 1 and linger and not now.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(now.wait(), linger)
+    if queue.qsize() < size - 1:
+        await pace.wait(linger)
     batch = [first]
     while len(batch) < size and not queue.empty():
         batch.append(queue.get_nowait())
