@@ -80,9 +80,8 @@ class LiveConfig:
 def state_reading(
     ledger: Ledger, samples: SampleWriter, store: ConfigStore, drainer: ArchiveDrainer | None = None
 ) -> StateReading:
-    ledger_stats = ledger.stats()
     return StateReading(
-        ledger_queue=ledger_stats.queued + ledger_stats.in_hand,
+        ledger_queue=ledger.stats().unwritten,
         sampler_queue=samples.stats().queued,
         reload_failures=store.reload_failures,
         config_rejected=store.last_error is not None,

@@ -68,7 +68,12 @@ class LedgerStats:
     """Events a master took that no replica has confirmed yet: applied again until one does."""
     in_hand: int = 0
     """Events taken off the queue and not yet in Redis or the spool: waiting out the linger, or being
-    written (``queued + in_hand``: every event recorded and not yet written)."""
+    written."""
+
+    @property
+    def unwritten(self) -> int:
+        """Every event recorded and not yet in Redis or the spool."""
+        return self.queued + self.in_hand
 
 
 class Ledger:
