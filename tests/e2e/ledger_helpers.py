@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import openai
 import redis.asyncio as aioredis
+from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.ledger import CostEvent, LedgerKeys, LedgerReader, Period
 from gateway.ledger.period import day_of, month_of
@@ -204,8 +205,12 @@ def wait_until_written(gateway_url: str, *, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
         text = httpx.get(f"{gateway_url}/metrics", timeout=10).text
-        gauge = "gateway_ledger_queue_depth "
-        depth = next(float(line.split()[-1]) for line in text.splitlines() if line.startswith(gauge))
+        depth = next(
+            sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if sample.name == "gateway_ledger_queue_depth"
+        )
         if depth == 0:
             return
         assert time.monotonic() < deadline, f"the gateway's ledger still holds {depth:.0f} events unwritten"
