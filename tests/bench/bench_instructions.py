@@ -48,6 +48,7 @@ def main() -> None:
         default="off",
         help="on: the tenant has rate limits (bench_proxy's)",
     )
+    parser.add_argument("--ledger-linger", type=float, help="as bench_proxy's")
     parser.add_argument(
         "--profile", help="keep the callgrind dumps as PROFILE-{mode}.out (callgrind_annotate)"
     )
