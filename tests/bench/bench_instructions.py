@@ -53,6 +53,8 @@ def main() -> None:
         "--profile", help="keep the callgrind dumps as PROFILE-{mode}.out (callgrind_annotate)"
     )
     args = parser.parse_args()
+    if args.feature == "responses-stored" and args.api != "responses":
+        parser.error("--feature responses-stored needs --api responses")
     if shutil.which("valgrind") is None:
         raise SystemExit("bench_instructions: valgrind is not installed (apt-get install valgrind)")
     counts: dict[str, dict[str, float]] = {}
@@ -120,7 +122,8 @@ async def count(target: str, pid: int, base: str, out: Path, args: argparse.Name
     per_request: dict[str, float] = {}
     async with aiohttp.ClientSession() as session:
         for stream in (False, True):
-            send = post_json(f"{base}{PATHS[args.api]}", body(stream, args.api), headers)
+            payload = body(stream, args.api, store=args.feature == "responses-stored")
+            send = post_json(f"{base}{PATHS[args.api]}", payload, headers)
             await batch(session, send, 40)  # warm: connections, caches, first-call imports
             control(pid, "-z")
             control(pid, "-i", "on")

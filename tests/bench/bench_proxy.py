@@ -49,11 +49,13 @@ from tests.ports import free_port
 PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
 
 
-def body(stream: bool, api: str) -> bytes:
+def body(stream: bool, api: str, *, store: bool = False) -> bytes:
+    """The ~1 KB request of ``api``; ``store``: a Responses request the upstream keeps (and the gateway
+    remembers, for a next turn)."""
     text = "Summarise the following notes about the quarterly planning meeting. " * 14
     if api == "responses":
         item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
-        return orjson.dumps({"model": "gpt-5.4", "input": [item], "stream": stream, "store": False})
+        return orjson.dumps({"model": "gpt-5.4", "input": [item], "stream": stream, "store": store})
     if api == "messages":
         message = {"role": "user", "content": [{"type": "text", "text": text}]}
         return orjson.dumps(
@@ -77,7 +79,7 @@ class Figures:
 
 
 async def measure(
-    mock: str, gateway: str, gateway_pid: int, seconds: float, profile: str | None, api: str
+    mock: str, gateway: str, gateway_pid: int, seconds: float, profile: str | None, api: str, store: bool
 ) -> tuple[dict[str, Figures], float]:
     """Each mode's figures, printed as a table, and the target's peak RSS in MiB."""
     headers = {"content-type": "application/json", "authorization": f"Bearer {TENANT_KEY}"}
@@ -91,13 +93,20 @@ async def measure(
     rows = []
     figures: dict[str, Figures] = {}
     for stream in (False, True):
-        payload = body(stream, api)
+        mode = "stream" if stream else "plain"
+        payload = body(stream, api, store=store)
         direct = post_json(f"{mock}{path}", payload, headers)
         through = post_json(f"{gateway}{path}", payload, headers)
         await closed_loop(through, 8, 2.0)  # warm up connections and caches
+        # at 20 req/s the worker is idle most of the time: sampled often, without stopping it
+        spy = None
+        if profile:
+            spy = py_spy(gateway_pid, f"{profile}-{mode}-20rps.txt", seconds, 1000, "--nonblocking")
         cpu_before = cpu_seconds(gateway_pid)
         direct_samples, gateway_samples = await open_loop([direct, through], rate=40.0, seconds=seconds)
         cpu_at_rate = (cpu_seconds(gateway_pid) - cpu_before) / len(gateway_samples)
+        if spy is not None:
+            spy.wait()
         added_p50 = percentile([s.total for s in gateway_samples], 50) - percentile(
             [s.total for s in direct_samples], 50
         )
@@ -107,15 +116,7 @@ async def measure(
         added_ttfb = percentile([s.first_byte for s in gateway_samples], 50) - percentile(
             [s.first_byte for s in direct_samples], 50
         )
-        spy = None
-        if profile:
-            out = f"{profile}-{'stream' if stream else 'plain'}.txt"
-            spy_args = ["record", "-r", "400", "-f", "raw", "-o", out, "-d", str(int(seconds))]
-            spy = subprocess.Popen(
-                ["py-spy", *spy_args, "-p", str(gateway_pid)],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+        spy = py_spy(gateway_pid, f"{profile}-{mode}.txt", seconds, 400) if profile else None
         cpu_before = cpu_seconds(gateway_pid)
         measured = wrk_throughput(
             f"{gateway}{path}", payload, headers, seconds=seconds, connections=64, core=1
@@ -157,6 +158,14 @@ async def measure(
         f"(PSS {now.pss:.1f}, USS {now.uss:.1f})"
     )
     return figures, peak
+
+
+def py_spy(pid: int, out: str, seconds: float, rate: int, *options: str) -> subprocess.Popen[bytes]:
+    """py-spy recording ``pid``'s raw stacks to ``out`` for ``seconds``, ``rate`` samples a second."""
+    spy_args = ["record", *options, "-r", str(rate), "-f", "raw", "-o", out, "-d", str(int(seconds))]
+    return subprocess.Popen(
+        ["py-spy", *spy_args, "-p", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
 
 
 def against_floor(gateway: dict[str, Figures], floors: list[dict[str, Figures]]) -> dict[str, Ratios]:
@@ -224,7 +233,10 @@ def main() -> None:
     )
     parser.add_argument("--transport", choices=["aiohttp", "httpx"], default="aiohttp")
     parser.add_argument(
-        "--profile", help="record py-spy raw stacks (400 samples a second) to PROFILE-{plain,stream}.txt"
+        "--profile",
+        help="record py-spy raw stacks of the target to PROFILE-{plain,stream}.txt at saturation (400 "
+        "samples a second) and PROFILE-{plain,stream}-20rps.txt at 20 requests a second (1,000 a second, "
+        "without stopping the process); a profiled run's figures are not comparable with others",
     )
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--api", choices=list(PATHS), default="chat")
@@ -268,6 +280,8 @@ def main() -> None:
         "cost at 20 requests a second",
     )
     args = parser.parse_args()
+    if args.feature == "responses-stored" and args.api != "responses":
+        parser.error("--feature responses-stored needs --api responses")
     if args.target != "both":
         run_target(args.target, args)
         return
@@ -314,6 +328,7 @@ def run_target(target: str, args: argparse.Namespace) -> tuple[dict[str, Figures
                         args.seconds,
                         args.profile,
                         args.api,
+                        args.feature == "responses-stored",
                     )
                 )
                 print(
@@ -330,6 +345,8 @@ FEATURES = {
     "no-sampling": "passive sampling turned off",
     "no-conversations": "no request large enough to leave its conversation's state",
     "passthrough": "twelve passthrough routes the requests do not take",
+    "responses-stored": "Responses requests with store: true, which the gateway remembers for a next turn "
+    "(the default's are store: false; with --api responses)",
 }
 PASSTHROUGH_PATHS = (
     "moderations", "audio/speech", "audio/transcriptions", "audio/translations", "images/generations",
