@@ -26,6 +26,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from gateway.redis.connection import Connection
+
 UNREACHABLE = (RedisConnectionError, RedisTimeoutError, OSError)
 """What asking a node raises when it does not answer (a refused or lost connection, a timeout)."""
 ASK_TIMEOUT = 2.0
@@ -134,6 +136,7 @@ def redis_pool(url: str) -> aioredis.BlockingConnectionPool:
         socket_timeout=5,
         socket_connect_timeout=2,
         retry=stale_connection_retry(),
+        connection_class=Connection,  # a URL of another scheme (unix://, rediss://) keeps its own class
     )
     return pool
 
