@@ -3,6 +3,8 @@ their tenant's default tags under the key's own and their model allow-list."""
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from gateway.base.errors import AuthenticationFailed, PermissionDenied
@@ -70,3 +72,9 @@ def test_keys_auth_a_tenant_without_config_keys_needs_managed_keys() -> None:
         GatewayConfig.model_validate(config)
     config["keys"] = {"managed": True}
     assert GatewayConfig.model_validate(config).tenants["acme"].keys == ()
+
+
+@pytest.mark.parametrize("key", ["sk-gw-x", "sk-" + "a" * 200, "clé-ключ-鍵", ""])
+def test_a_key_is_hashed_as_hashlib_hashes_it(key: str) -> None:
+    """The built-in SHA-256 the ring uses (when the interpreter has one) gives hashlib's digest."""
+    assert hash_key(key) == hashlib.sha256(key.encode()).hexdigest()
