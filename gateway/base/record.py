@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
@@ -224,4 +226,33 @@ def notify(observers: tuple[Observer, ...], record: RequestRecord) -> None:
 def notify_soon(observers: tuple[Observer, ...], record: RequestRecord) -> None:
     """Notify on the event loop's next turn: after the answer's bytes are handed to the connection, so
     the observers' work never delays a response, yet it runs even when the client has gone away."""
-    asyncio.get_running_loop().call_soon(notify, observers, record)
+    loop = asyncio.get_running_loop()
+    _WAITING[loop] = _WAITING.get(loop, 0) + 1
+    loop.call_soon(_notify_waiting, loop, observers, record)
+
+
+def last_notified() -> bool:
+    """Whether the observers running now were given the last record ``notify_soon`` has waiting: no other
+    runs after them, so what they would put off to gather with the others' (the log's flush) can be done
+    at once, without a turn of the event loop of its own."""
+    return _LAST.get()
+
+
+_WAITING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int] = weakref.WeakKeyDictionary()
+"""Per event loop, the records ``notify_soon`` has waiting for their observers."""
+_LAST: ContextVar[bool] = ContextVar("gateway_last_notified", default=False)
+
+
+def _notify_waiting(
+    loop: asyncio.AbstractEventLoop, observers: tuple[Observer, ...], record: RequestRecord
+) -> None:
+    waiting = _WAITING.get(loop, 1) - 1
+    if waiting > 0:
+        _WAITING[loop] = waiting
+    else:
+        _WAITING.pop(loop, None)
+    token = _LAST.set(waiting <= 0)
+    try:
+        notify(observers, record)
+    finally:
+        _LAST.reset(token)

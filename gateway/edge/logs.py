@@ -14,7 +14,7 @@ import structlog
 
 from gateway.base.echo import echoed_or_none
 from gateway.base.money import usd
-from gateway.base.record import RequestRecord
+from gateway.base.record import RequestRecord, last_notified
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
@@ -122,12 +122,17 @@ def json_line(fields: dict[str, object]) -> bytes:
 
 def _flush_soon(out: BinaryIO) -> None:
     """Flush ``out`` once the event loop's current turn is over: the lines of every request that ended in
-    it leave in one write (one system call, not one a request). Outside a loop, now."""
+    it leave in one write (one system call, not one a request). Now when no other request's observers
+    are waiting (the usual case at low traffic: no turn of the loop for the flush alone), or outside a
+    loop."""
     if _LINES.flush_due:
         return
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
+        out.flush()
+        return
+    if last_notified():
         out.flush()
         return
     _LINES.flush_due = True

@@ -12,7 +12,7 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from gateway.base.record import RequestRecord
+from gateway.base.record import RequestRecord, notify_soon
 from gateway.base.types import Tenant, Usage
 from gateway.edge import logs
 from gateway.edge.logs import RequestLog, configure_logging
@@ -99,6 +99,32 @@ async def test_the_lines_of_one_turn_of_the_loop_leave_in_one_flush_at_its_end()
     await asyncio.sleep(0)
     assert out.flushes == 2
     assert len(out.flushed.splitlines()) == 4
+
+
+@pytest.mark.anyio
+async def test_the_line_of_a_request_notified_alone_leaves_with_its_observers_not_a_turn_later() -> None:
+    configure_logging("info", "json")
+    out = CountingOut()
+    logs._LINES.out = out  # type: ignore[assignment]
+    notify_soon((RequestLog(),), a_record())
+    assert out.flushes == 0
+    await asyncio.sleep(0)  # the observers' turn
+    assert out.flushes == 1
+    assert orjson.loads(out.flushed)["request_id"] == "req_1"
+
+
+@pytest.mark.anyio
+async def test_the_lines_of_requests_notified_together_still_leave_in_one_flush() -> None:
+    configure_logging("info", "json")
+    out = CountingOut()
+    logs._LINES.out = out  # type: ignore[assignment]
+    observers = (RequestLog(),)
+    for _ in range(3):
+        notify_soon(observers, a_record())
+    await asyncio.sleep(0)  # the observers' turn: the first line's flush waits for the others
+    await asyncio.sleep(0)
+    assert out.flushes == 1
+    assert len(out.flushed.splitlines()) == 3
 
 
 def test_outside_a_loop_each_line_is_flushed_at_once() -> None:
