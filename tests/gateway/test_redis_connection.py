@@ -34,12 +34,8 @@ async def client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
 @pytest.fixture
 def stoppable(tmp_path: Path) -> Iterator[EmbeddedRedis]:
     """A Redis of the test's own, on TCP, that the test stops reading (SIGSTOP) and lets go on."""
-    server = EmbeddedRedis(tmp_path / "redis", port=free_port(), persist=False)
-    server.start()
-    try:
+    with EmbeddedRedis(tmp_path / "redis", port=free_port(), persist=False) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def tasks_made(loop: asyncio.AbstractEventLoop) -> list[str]:
