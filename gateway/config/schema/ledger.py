@@ -22,7 +22,7 @@ class LedgerConfig(_Strict):
     queue_size: int = Field(default=100_000, ge=1, description="events held in memory before spooling")
     batch_size: int = Field(default=500, ge=1, le=10_000, description="events per pipelined write")
     linger_seconds: float = Field(
-        default=0.25,
+        default=1.0,
         ge=0,
         le=1,
         description="the writer writes at most once in this many seconds: an event that finds the last "

@@ -86,7 +86,7 @@ class SamplingConfig(_Strict):
     queue_size: int = Field(default=10_000, ge=1, description="samples held in memory before dropping")
     batch_size: int = Field(default=200, ge=1, le=10_000, description="samples per pipelined write")
     linger_seconds: float = Field(
-        default=0.5,
+        default=2.0,
         ge=0,
         le=10,
         description="how long the first sample of a write waits for more (samples are statistics: a write "
