@@ -267,6 +267,9 @@ def mock_and_gateway(
             config["policies"] = {
                 "default": {"name": "default", "compress": {"cheap_model": "small", **compress}}
             }
+            # the events are read back as soon as the requests are answered (``ledger``): written within
+            # 50 ms, not the default second
+            config.setdefault("ledger", {})["linger_seconds"] = 0.05
             if configure is not None:
                 configure(config, f"http://127.0.0.1:{mock_port}")
             env = {
