@@ -227,8 +227,11 @@ def notify_soon(observers: tuple[Observer, ...], record: RequestRecord) -> None:
     """Notify on the event loop's next turn: after the answer's bytes are handed to the connection, so
     the observers' work never delays a response, yet it runs even when the client has gone away."""
     loop = asyncio.get_running_loop()
-    _WAITING[loop] = _WAITING.get(loop, 0) + 1
-    loop.call_soon(_notify_waiting, loop, observers, record)
+    waiting = _WAITING.get(loop)
+    if waiting is None:
+        waiting = _WAITING[loop] = _Waiting()
+    waiting.records += 1
+    loop.call_soon(_notify_waiting, waiting, observers, record)
 
 
 def last_notified() -> bool:
@@ -238,20 +241,20 @@ def last_notified() -> bool:
     return _LAST.get()
 
 
-_WAITING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int] = weakref.WeakKeyDictionary()
-"""Per event loop, the records ``notify_soon`` has waiting for their observers."""
+@dataclass(slots=True)
+class _Waiting:
+    records: int = 0
+    """Records ``notify_soon`` has handed to the loop whose observers have not run yet."""
+
+
+_WAITING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waiting] = weakref.WeakKeyDictionary()
+"""Per event loop (a loop closed with records waiting takes its count with it)."""
 _LAST: ContextVar[bool] = ContextVar("gateway_last_notified", default=False)
 
 
-def _notify_waiting(
-    loop: asyncio.AbstractEventLoop, observers: tuple[Observer, ...], record: RequestRecord
-) -> None:
-    waiting = _WAITING.get(loop, 1) - 1
-    if waiting > 0:
-        _WAITING[loop] = waiting
-    else:
-        _WAITING.pop(loop, None)
-    token = _LAST.set(waiting <= 0)
+def _notify_waiting(waiting: _Waiting, observers: tuple[Observer, ...], record: RequestRecord) -> None:
+    waiting.records -= 1
+    token = _LAST.set(waiting.records == 0)
     try:
         notify(observers, record)
     finally:

@@ -127,12 +127,12 @@ def _flush_soon(out: BinaryIO) -> None:
     loop."""
     if _LINES.flush_due:
         return
+    if last_notified():
+        out.flush()
+        return
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:
-        out.flush()
-        return
-    if last_notified():
         out.flush()
         return
     _LINES.flush_due = True
