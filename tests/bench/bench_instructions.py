@@ -24,7 +24,7 @@ from pathlib import Path
 
 import aiohttp
 
-from tests.bench.bench_proxy import FEATURES, PATHS, body, gateway_env
+from tests.bench.bench_proxy import FEATURES, PATHS, body, check_feature, gateway_env, stores
 from tests.bench.harness import PYTHON, post_json, process
 from tests.factories import TENANT_KEY
 from tests.ports import free_port
@@ -53,8 +53,7 @@ def main() -> None:
         "--profile", help="keep the callgrind dumps as PROFILE-{mode}.out (callgrind_annotate)"
     )
     args = parser.parse_args()
-    if args.feature == "responses-stored" and args.api != "responses":
-        parser.error("--feature responses-stored needs --api responses")
+    check_feature(parser, args)
     if shutil.which("valgrind") is None:
         raise SystemExit("bench_instructions: valgrind is not installed (apt-get install valgrind)")
     counts: dict[str, dict[str, float]] = {}
@@ -122,7 +121,7 @@ async def count(target: str, pid: int, base: str, out: Path, args: argparse.Name
     per_request: dict[str, float] = {}
     async with aiohttp.ClientSession() as session:
         for stream in (False, True):
-            payload = body(stream, args.api, store=args.feature == "responses-stored")
+            payload = body(stream, args.api, store=stores(args))
             send = post_json(f"{base}{PATHS[args.api]}", payload, headers)
             await batch(session, send, 40)  # warm: connections, caches, first-call imports
             control(pid, "-z")

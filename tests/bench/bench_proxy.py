@@ -280,8 +280,7 @@ def main() -> None:
         "cost at 20 requests a second",
     )
     args = parser.parse_args()
-    if args.feature == "responses-stored" and args.api != "responses":
-        parser.error("--feature responses-stored needs --api responses")
+    check_feature(parser, args)
     if args.target != "both":
         run_target(args.target, args)
         return
@@ -328,7 +327,7 @@ def run_target(target: str, args: argparse.Namespace) -> tuple[dict[str, Figures
                         args.seconds,
                         args.profile,
                         args.api,
-                        args.feature == "responses-stored",
+                        stores(args),
                     )
                 )
                 print(
@@ -348,6 +347,19 @@ FEATURES = {
     "responses-stored": "Responses requests with store: true, which the gateway remembers for a next turn "
     "(the default's are store: false; with --api responses)",
 }
+
+
+def check_feature(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse a feature the run's API cannot have."""
+    if stores(args) and args.api != "responses":
+        parser.error("--feature responses-stored needs --api responses")
+
+
+def stores(args: argparse.Namespace) -> bool:
+    """Whether the run's requests ask the upstream to store their responses (``body``'s ``store``)."""
+    return bool(args.feature == "responses-stored")
+
+
 PASSTHROUGH_PATHS = (
     "moderations", "audio/speech", "audio/transcriptions", "audio/translations", "images/generations",
     "images/edits", "images/variations", "completions", "rerank", "classifications", "tokenize", "detokenize",
